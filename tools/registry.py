@@ -1,0 +1,231 @@
+"""The tool registry: the one source of schemas, menus, tiers and the capability summary.
+
+A tool is data plus functions, registered once. Everything the model sees (function
+schemas, usage examples, the "what can you do" summary) and everything policy sees (the
+tier map, id fields, idempotency) is a projection of the :class:`Registry`. Policy metadata
+(tier, id kinds) is never sent to the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, NotRequired, TypedDict
+
+from psycopg import AsyncConnection
+from pydantic import BaseModel
+
+from policies.tiers import Tier
+
+__all__ = [
+    "ActionResult",
+    "ActionSpec",
+    "ExecContext",
+    "Executor",
+    "Previewer",
+    "Registry",
+    "Renderer",
+    "ResultRow",
+    "ToolSpec",
+    "function_name",
+]
+
+
+class ResultRow(TypedDict):
+    """One row of a list result, as stored in the thread's recent list and shown to the model."""
+
+    id: str
+    """The store's own id for the item (the only ids id-validation will bind)."""
+    label: str
+    """A short, grounded one-line description rendered by the server."""
+
+
+class ActionResult(TypedDict):
+    """What an executor returns; stored in graph state, so plain JSON values only."""
+
+    tool: str
+    """The tool that ran."""
+    action: str
+    """The action that ran."""
+    kind: Literal["list", "item", "write"]
+    """A list (updates the recent list), a single item read, or a write."""
+    summary: str
+    """One grounded sentence describing what happened (used by renderers and the honesty gate)."""
+    rows: NotRequired[list[ResultRow]]
+    """The rows of a list result, in display order (position 1 first)."""
+    list_kind: NotRequired[str]
+    """For list results: which recent list (``calendar``, ``mail``...) these rows replace."""
+    item: NotRequired[dict[str, Any]]
+    """For item reads and writes: the item's fields as JSON values."""
+    changed: NotRequired[int]
+    """For writes: how many items the write changed (0 when it was already in that state)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExecContext:
+    """Everything an executor or previewer may use. Identity comes from the run context."""
+
+    owner_id: str
+    """The owner whose data this call may touch; every query is scoped to it."""
+    timezone: str
+    """The owner's IANA timezone, for rendering and relative dates."""
+    now: datetime
+    """The server's clock at the start of the call (timezone-aware)."""
+    conn: AsyncConnection[Any]
+    """A connection inside the call's transaction (read-only for previews)."""
+    idempotency_key: str | None = None
+    """For writes: the key of the idempotency ledger row committed with the write."""
+
+
+Executor = Callable[[ExecContext, Any], Awaitable[ActionResult]]
+"""Runs an action with validated args; raises a ``TollgateError`` subclass on failure."""
+Previewer = Callable[[ExecContext, Any], Awaitable[str]]
+"""Renders the approval preview for a write, reading (never writing) the store."""
+Renderer = Callable[[ActionResult], str]
+"""Turns a result into a grounded reply without a model."""
+
+
+@dataclass(frozen=True, slots=True)
+class ActionSpec:
+    """One action of a tool: its closed argument model, its tier and its functions."""
+
+    name: str
+    """Action name, unique within the tool (``list``, ``cancel_event``...)."""
+    description: str
+    """What the action does, for the model's function description."""
+    args: type[BaseModel]
+    """The frozen, closed pydantic model of the arguments."""
+    tier: Tier
+    """The server's classification; never sent to the model."""
+    executor: Executor
+    """Runs the action."""
+    renderer: Renderer
+    """Grounded reply for a result of this action."""
+    usage_examples: tuple[str, ...]
+    """Natural requests that should route here (shown to the model, checked by tests)."""
+    id_fields: Mapping[str, str] = field(default_factory=dict)
+    """Argument field -> recent-list kind whose membership id-validation enforces."""
+    preview: Previewer | None = None
+    """Server-rendered approval preview; required for confirmation-tier actions."""
+    idempotent: bool = True
+    """Whether a retry after a transient failure is safe."""
+    writes: bool = False
+    """Whether the action changes stored data (it then runs under the idempotency ledger)."""
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier():
+            raise ValueError(f"action name {self.name!r} must be an identifier")
+        if self.tier == "confirmation" and self.preview is None:
+            raise ValueError(f"confirmation action {self.name!r} needs a preview")
+        fields = self.args.model_fields
+        for field_name in self.id_fields:
+            if field_name not in fields:
+                raise ValueError(f"id field {field_name!r} is not an argument of {self.name!r}")
+        if self.args.model_config.get("extra") != "forbid":
+            raise ValueError(f"arguments of {self.name!r} must forbid extra keys")
+        if not self.args.model_config.get("frozen"):
+            raise ValueError(f"arguments of {self.name!r} must be frozen")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool: a name, a capability phrase for "what can you do", and its actions."""
+
+    name: str
+    """Tool name (``calendar``, ``mail``...)."""
+    description: str
+    """One line on what the tool covers."""
+    capability_phrase: str
+    """How the capability summary names it ("check and manage your calendar")."""
+    actions: tuple[ActionSpec, ...]
+    """The tool's actions."""
+    enabled: Callable[[Mapping[str, Any]], bool] = lambda _settings: True
+    """Whether the tool is on for these settings."""
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier():
+            raise ValueError(f"tool name {self.name!r} must be an identifier")
+        names = [a.name for a in self.actions]
+        if len(set(names)) != len(names):
+            raise ValueError(f"tool {self.name!r} has duplicate action names")
+
+
+def function_name(tool: str, action: str) -> str:
+    """The function name the model sees for (tool, action)."""
+    return f"{tool}__{action}"
+
+
+class Registry:
+    """The enabled tools for one configuration, and every projection of them."""
+
+    def __init__(self, tools: Iterable[ToolSpec], settings: Mapping[str, Any] | None = None) -> None:
+        settings = settings or {}
+        self._tools: dict[str, ToolSpec] = {}
+        self._by_function: dict[str, tuple[ToolSpec, ActionSpec]] = {}
+        for tool in tools:
+            if tool.name in self._tools:
+                raise ValueError(f"tool {tool.name!r} registered twice")
+            if not tool.enabled(settings):
+                continue
+            self._tools[tool.name] = tool
+            for action in tool.actions:
+                self._by_function[function_name(tool.name, action.name)] = (tool, action)
+
+    @property
+    def tools(self) -> tuple[ToolSpec, ...]:
+        """The enabled tools, in registration order."""
+        return tuple(self._tools.values())
+
+    def actions(self) -> Iterable[tuple[ToolSpec, ActionSpec]]:
+        """Every enabled (tool, action) pair."""
+        return self._by_function.values()
+
+    def lookup(self, function: str) -> tuple[ToolSpec, ActionSpec] | None:
+        """The (tool, action) behind a function name, or ``None`` for an unknown function."""
+        return self._by_function.get(function)
+
+    def action(self, tool: str, action: str) -> ActionSpec | None:
+        """The spec of (tool, action), or ``None``."""
+        found = self._by_function.get(function_name(tool, action))
+        return found[1] if found else None
+
+    def tier_map(self) -> dict[tuple[str, str], Tier]:
+        """The server's explicit tier map, projected from the specs."""
+        return {(t.name, a.name): a.tier for t, a in self.actions()}
+
+    def function_schemas(self, tools: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Closed OpenAI-style function schemas, one per (tool, action) the model may call.
+
+        Tier and id kinds are policy metadata and never appear here.
+        """
+        wanted = set(tools) if tools is not None else None
+        out: list[dict[str, Any]] = []
+        for tool, action in self.actions():
+            if wanted is not None and tool.name not in wanted:
+                continue
+            if action.tier in ("mustlist", "blocklist"):
+                continue  # never offered: the gate would refuse it anyway
+            schema = action.args.model_json_schema()
+            schema.pop("title", None)
+            schema["additionalProperties"] = False
+            examples = "; ".join(f'"{e}"' for e in action.usage_examples[:3])
+            out.append(
+                {
+                    "type": "function",
+                    "function": {
+                        "name": function_name(tool.name, action.name),
+                        "description": f"{tool.description} {action.description} Examples: {examples}",
+                        "parameters": schema,
+                    },
+                }
+            )
+        return out
+
+    def capability_summary(self) -> str:
+        """The reply to "what can you do?", from the registry alone."""
+        phrases = [t.capability_phrase for t in self.tools]
+        if not phrases:
+            return "I have no tools enabled right now."
+        body = phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " and " + phrases[-1]
+        return f"I can {body}. Anything that changes your data waits for your approval first."
