@@ -46,3 +46,55 @@ async def db(settings: Settings) -> AsyncIterator[Database]:
 def owner() -> str:
     """A fresh owner id, so tests never see each other's rows."""
     return "o_" + secrets.token_hex(6)
+
+
+from datetime import datetime  # noqa: E402
+from zoneinfo import ZoneInfo  # noqa: E402
+
+from graph.checkpointer import open_checkpointer  # noqa: E402
+from graph.runner import TurnRunner  # noqa: E402
+from graph.services import Services  # noqa: E402
+from graph.state import Context  # noqa: E402
+from graph.turn import build_graph  # noqa: E402
+from tests.fakes import ScriptedModel  # noqa: E402
+from tests.harness import Clock, Turns  # noqa: E402
+from tools.builtin import default_registry  # noqa: E402
+from tools.demo import seed_demo  # noqa: E402
+
+NOW = datetime(2026, 11, 30, 10, 0, tzinfo=ZoneInfo("Europe/Paris"))
+"""The fixed server time of graph tests (a Monday)."""
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """A settable clock starting at :data:`NOW`."""
+    return Clock(NOW)
+
+
+@pytest.fixture
+def model() -> Iterator[ScriptedModel]:
+    """The scripted picker model; fails the test if scripted steps were left over."""
+    scripted = ScriptedModel(steps=[])
+    yield scripted
+    scripted.assert_complete()
+
+
+@pytest.fixture
+async def services(settings: Settings, db: Database, model: ScriptedModel, clock: Clock) -> Services:
+    """Services over the session database, the built-in registry and the scripted model."""
+    return Services(settings=settings, db=db, registry=default_registry(), picker_model=model, clock=clock)
+
+
+@pytest.fixture
+async def turns(services: Services, db: Database) -> Turns:
+    """A runner over the real compiled graph with the Postgres checkpointer."""
+    saver = await open_checkpointer(db)
+    return Turns(TurnRunner(build_graph(services, checkpointer=saver), services))
+
+
+@pytest.fixture
+async def ctx(owner: str, db: Database) -> Context:
+    """The run context of a fresh owner whose demo data is seeded."""
+    async with db.pool.connection() as conn, conn.transaction():
+        await seed_demo(conn, owner, NOW, "Europe/Paris")
+    return Context(owner_id=owner, timezone="Europe/Paris", channel="chat")

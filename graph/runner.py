@@ -1,0 +1,267 @@
+"""Running turns: one entry point for the REPL, the HTTP server, workers and tests.
+
+The runner owns what sits *around* a graph run: the caller's ownership of the thread (a
+thread id never grants access), one run per thread at a time (a PostgreSQL advisory lock,
+so it holds across processes), the approvals table that lists pending requests, and the
+pre-checks that keep a bad resume from consuming a genuine pending approval.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
+from psycopg.types.json import Jsonb
+
+from graph.events import TurnEvent
+from graph.services import Services
+from graph.state import Context
+from policies.approval import read_token
+from policies.errors import ApprovalExpired, ApprovalInvalid, InvalidArgs, NotFound
+from policies.hitl import ApprovalRequest, parse_resume
+
+__all__ = ["PendingApproval", "TurnOutcome", "TurnRunner"]
+
+_STATUS = {"approve": "approved", "edit": "edited", "reject": "rejected", "expired": "expired", "invalid": "rejected"}
+_MAX_MESSAGE = 8000
+
+
+@dataclass
+class TurnOutcome:
+    """Everything one run produced."""
+
+    thread_id: str
+    """The thread."""
+    events: list[TurnEvent] = field(default_factory=list)
+    """The run's events, in order."""
+    reply: str | None = None
+    """The reply, when the run completed a turn."""
+    outcome: str | None = None
+    """What really happened (``executed``, ``read``, ``proposed``, ``rejected``...)."""
+    approval: PendingApproval | None = None
+    """The approval request, when the run stopped for one."""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    """A pending approval as callers see it (the token stays server-side)."""
+
+    approval_id: str
+    """The approval id."""
+    thread_id: str
+    """Its thread."""
+    tool: str
+    """Tool name."""
+    action: str
+    """Action name."""
+    preview: str
+    """What will run."""
+    args: dict[str, Any]
+    """The exact arguments that will run."""
+    expires_at: str
+    """ISO 8601 expiry."""
+
+
+def _lock_key(thread_id: str) -> int:
+    return int.from_bytes(hashlib.sha256(thread_id.encode()).digest()[:8], "big", signed=True)
+
+
+class TurnRunner:
+    """Runs turns of the compiled graph for authenticated callers."""
+
+    def __init__(self, graph: CompiledStateGraph[Any, Context, Any, Any], services: Services) -> None:
+        if graph.checkpointer is None:
+            raise ValueError("the runner needs a graph compiled with a checkpointer")
+        self.graph = graph
+        self.services = services
+
+    @staticmethod
+    def _config(thread_id: str) -> RunnableConfig:
+        return {"configurable": {"thread_id": thread_id}}
+
+    @asynccontextmanager
+    async def _thread_lock(self, thread_id: str) -> AsyncIterator[None]:
+        """Serialize runs on one thread across tasks and processes."""
+        async with self.services.db.pool.connection() as conn:
+            await conn.execute("SELECT pg_advisory_lock(%s)", (_lock_key(thread_id),))
+            try:
+                yield
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (_lock_key(thread_id),))
+
+    async def _owner_of(self, thread_id: str) -> str | None:
+        async with self.services.db.pool.connection() as conn:
+            cur = await conn.execute("SELECT owner_id FROM threads WHERE thread_id = %s", (thread_id,))
+            row = await cur.fetchone()
+        return row["owner_id"] if row else None
+
+    async def _require_thread(self, ctx: Context, thread_id: str, *, must_exist: bool) -> None:
+        owner = await self._owner_of(thread_id)
+        if (owner is None and must_exist) or (owner is not None and owner != ctx.owner_id):
+            raise NotFound("thread", thread_id)  # another owner's thread is indistinguishable from none
+
+    async def _pending_request(self, thread_id: str) -> ApprovalRequest | None:
+        snapshot = await self.graph.aget_state(self._config(thread_id))
+        for task in snapshot.tasks:
+            for intr in task.interrupts:
+                if isinstance(intr.value, dict) and "approval" in intr.value:
+                    return intr.value  # type: ignore[return-value]  # our own payload shape
+        return None
+
+    async def _run(self, ctx: Context, thread_id: str, graph_input: Any, *, resume: bool) -> AsyncIterator[TurnEvent]:
+        interrupt_value: ApprovalRequest | None = None
+        decided: str | None = None
+        async for mode, chunk in self.graph.astream(
+            graph_input,
+            self._config(thread_id),
+            context=ctx,
+            stream_mode=["custom", "updates"],
+            durability="exit",
+        ):
+            if mode == "custom" and isinstance(chunk, dict) and "tollgate_event" in chunk:
+                event: TurnEvent = chunk["tollgate_event"]
+                event = TurnEvent(**event, thread_id=thread_id)
+                if event["type"] == "approval_decided":
+                    decided = str(event["data"].get("decision"))
+                yield event
+            elif mode == "updates" and isinstance(chunk, dict) and "__interrupt__" in chunk:
+                for intr in chunk["__interrupt__"]:
+                    if isinstance(intr.value, dict) and "approval" in intr.value:
+                        interrupt_value = intr.value
+        async with self.services.db.pool.connection() as conn:
+            if interrupt_value is not None:
+                block = interrupt_value["approval"]
+                await conn.execute(
+                    """INSERT INTO approvals (approval_id, thread_id, owner_id, tool, action, args_hash,
+                                              preview, request, expires_at)
+                       VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+                       ON CONFLICT (approval_id) DO NOTHING""",
+                    (
+                        block["id"], thread_id, ctx.owner_id, block["tool"], block["action"], block["args_hash"],
+                        interrupt_value["action_requests"][0]["description"], Jsonb(interrupt_value),
+                        block["expires_at"],
+                    ),
+                )
+            if resume and decided is not None:
+                await conn.execute(
+                    """UPDATE approvals SET status = %s, decided_at = now()
+                       WHERE thread_id = %s AND owner_id = %s AND status = 'pending'""",
+                    (_STATUS.get(decided, "rejected"), thread_id, ctx.owner_id),
+                )
+
+    async def stream(self, ctx: Context, thread_id: str, message: str) -> AsyncIterator[TurnEvent]:
+        """Run a new turn with the user's ``message``; yields its events."""
+        if not isinstance(message, str) or not message.strip() or len(message) > _MAX_MESSAGE:
+            raise InvalidArgs("chat", [f"message must be 1-{_MAX_MESSAGE} characters"])
+        await self._require_thread(ctx, thread_id, must_exist=False)
+        async with self._thread_lock(thread_id):
+            async with self.services.db.pool.connection() as conn:
+                # A new message supersedes whatever was waiting for approval on this thread.
+                await conn.execute(
+                    """UPDATE approvals SET status = 'superseded', decided_at = now()
+                       WHERE thread_id = %s AND owner_id = %s AND status = 'pending'""",
+                    (thread_id, ctx.owner_id),
+                )
+            async for event in self._run(ctx, thread_id, {"messages": [HumanMessage(content=message)]}, resume=False):
+                yield event
+
+    async def stream_resume(self, ctx: Context, thread_id: str, value: Any) -> AsyncIterator[TurnEvent]:
+        """Resume an interrupted turn with a raw resume value (token + one decision).
+
+        The token is checked here first (signature, owner, thread, and that it names the
+        approval pending now), so a tampered, foreign or reused token is refused without
+        touching the pending request. The graph checks it again before anything runs.
+        """
+        await self._require_thread(ctx, thread_id, must_exist=True)
+        resume = parse_resume(value)
+        try:
+            claims = read_token(resume.token, self.services.key(), now=self.services.clock())
+        except ApprovalExpired:
+            claims = None  # the graph resolves an expired approval as rejected, honestly
+        if claims is not None and (claims.owner_id != ctx.owner_id or claims.thread_id != thread_id):
+            raise ApprovalInvalid("token belongs to another owner or thread")
+        async with self._thread_lock(thread_id):
+            request = await self._pending_request(thread_id)
+            if request is None:
+                raise ApprovalInvalid("nothing is pending on this thread (already decided or superseded)")
+            if claims is not None and claims.nonce != request["approval"]["id"]:
+                raise ApprovalInvalid("token is not for the approval pending now")
+            if claims is None and resume.token != request["approval"]["token"]:
+                raise ApprovalInvalid("token is not for the approval pending now")
+            async for event in self._run(ctx, thread_id, Command(resume=resume.model_dump(mode="json")), resume=True):
+                yield event
+
+    async def stream_decision(self, ctx: Context, approval_id: str, decision: dict[str, Any]) -> AsyncIterator[TurnEvent]:
+        """Decide an approval by id, as its owner; yields the resumed turn's events."""
+        async with self.services.db.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT thread_id, status, request FROM approvals WHERE approval_id = %s AND owner_id = %s",
+                (approval_id, ctx.owner_id),
+            )
+            row = await cur.fetchone()
+        if row is None:
+            raise NotFound("approval", approval_id)
+        if row["status"] != "pending":
+            raise ApprovalInvalid(f"approval already {row['status']}")
+        value = {"token": row["request"]["approval"]["token"], "decisions": [decision]}
+        async for event in self.stream_resume(ctx, row["thread_id"], value):
+            yield event
+
+    async def _collect(self, thread_id: str, events: AsyncIterator[TurnEvent]) -> TurnOutcome:
+        out = TurnOutcome(thread_id=thread_id)
+        async for event in events:
+            out.events.append(event)
+            if event["type"] == "message_complete":
+                out.reply = str(event["data"]["text"])
+                out.outcome = str(event["data"]["outcome"])
+            elif event["type"] == "approval_required":
+                d = event["data"]
+                out.outcome = "proposed"
+                out.approval = PendingApproval(
+                    approval_id=d["approval_id"], thread_id=thread_id, tool=d["tool"], action=d["action"],
+                    preview=d["preview"], args=d["args"], expires_at=d["expires_at"],
+                )
+        return out
+
+    async def send(self, ctx: Context, thread_id: str, message: str) -> TurnOutcome:
+        """Run a new turn and collect its outcome."""
+        return await self._collect(thread_id, self.stream(ctx, thread_id, message))
+
+    async def resume(self, ctx: Context, thread_id: str, value: Any) -> TurnOutcome:
+        """Resume with a raw value and collect the outcome."""
+        return await self._collect(thread_id, self.stream_resume(ctx, thread_id, value))
+
+    async def decide(self, ctx: Context, approval_id: str, decision: dict[str, Any]) -> TurnOutcome:
+        """Decide an approval by id and collect the outcome."""
+        async with self.services.db.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT thread_id FROM approvals WHERE approval_id = %s AND owner_id = %s", (approval_id, ctx.owner_id)
+            )
+            row = await cur.fetchone()
+        thread_id = row["thread_id"] if row else ""
+        return await self._collect(thread_id, self.stream_decision(ctx, approval_id, decision))
+
+    async def pending_approvals(self, ctx: Context) -> list[PendingApproval]:
+        """The caller's pending approvals, newest first."""
+        async with self.services.db.pool.connection() as conn:
+            cur = await conn.execute(
+                """SELECT approval_id, thread_id, tool, action, preview, request, expires_at
+                   FROM approvals WHERE owner_id = %s AND status = 'pending' ORDER BY created_at DESC""",
+                (ctx.owner_id,),
+            )
+            rows = await cur.fetchall()
+        return [
+            PendingApproval(
+                approval_id=r["approval_id"], thread_id=r["thread_id"], tool=r["tool"], action=r["action"],
+                preview=r["preview"], args=r["request"]["action_requests"][0]["args"],
+                expires_at=r["expires_at"].isoformat(),
+            )
+            for r in rows
+        ]

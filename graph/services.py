@@ -1,0 +1,62 @@
+"""The collaborators a turn needs, passed into :func:`graph.turn.build_graph`.
+
+Nodes never reach for module globals: the database, registry, models, clock and approval key
+all come from one :class:`Services` value (or a provider that builds it lazily, for Studio).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from langchain_core.language_models import BaseChatModel
+
+from graph.db import Database
+from graph.settings import Settings
+from tools.registry import Registry
+
+__all__ = ["Hooks", "Services", "ServicesProvider", "utc_now"]
+
+
+def utc_now() -> datetime:
+    """The real clock."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Hooks:
+    """Observation points for operations and fault-injection tests (no behaviour of their own)."""
+
+    after_effect_commit: Callable[[str], None] | None = None
+    """Called with the idempotency key right after a write and its ledger row commit."""
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """Everything the turn graph uses besides its state and context."""
+
+    settings: Settings
+    """Configuration."""
+    db: Database
+    """The database (pool shared with the checkpointer)."""
+    registry: Registry
+    """The enabled tools."""
+    picker_model: BaseChatModel
+    """The model that chooses tool calls (the offline picker when none is configured)."""
+    naturalizer_model: BaseChatModel | None = None
+    """The model that phrases replies from results; ``None`` means grounded renderers."""
+    clock: Callable[[], datetime] = utc_now
+    """The server clock (aware datetimes)."""
+    hooks: Hooks = field(default_factory=Hooks)
+    """Observation hooks."""
+    approval_key: bytes = b""
+    """HMAC key for approval tokens (from settings when empty)."""
+
+    def key(self) -> bytes:
+        """The approval key."""
+        return self.approval_key or self.settings.approval_key()
+
+
+ServicesProvider = Callable[[], Awaitable[Services]]
+"""Returns the services; lets Studio build them lazily inside its own event loop."""

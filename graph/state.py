@@ -1,0 +1,186 @@
+"""Turn state (checkpointed per thread) and run context (identity, never from the model)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from langchain_core.messages import AnyMessage, HumanMessage
+from langgraph.graph.message import add_messages
+
+from policies.errors import ErrorCode
+from policies.hitl import ApprovalRequest
+from policies.honesty import Outcome
+from policies.tiers import Tier
+from tools.registry import ActionResult, ResultRow
+
+__all__ = [
+    "Channel",
+    "Context",
+    "Gate",
+    "Pending",
+    "Plan",
+    "RecentList",
+    "TurnInput",
+    "TurnOutput",
+    "TurnState",
+    "merge_recent",
+    "turn_messages",
+]
+
+Channel = Literal["chat", "studio", "background", "cli"]
+_OWNER = re.compile(r"^[A-Za-z0-9_.@:-]{1,128}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """Run context: who the turn acts for. Set by the server, Studio's form or the scheduler."""
+
+    owner_id: str
+    """The owner whose data the turn may touch."""
+    timezone: str = "UTC"
+    """The owner's IANA timezone (relative dates, rendering)."""
+    channel: Channel = "chat"
+    """Where the turn came from."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.owner_id, str) or not _OWNER.fullmatch(self.owner_id):
+            raise ValueError("owner_id must be 1-128 characters of letters, digits and _.@:-")
+        try:
+            ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown timezone {self.timezone!r}") from None
+
+
+class Plan(TypedDict):
+    """The tool call the picker chose, after strict decoding (ids not yet bound)."""
+
+    call_id: str
+    """The model's tool-call id (kept through edits)."""
+    tool: str
+    """Tool name."""
+    action: str
+    """Action name."""
+    args: dict[str, Any]
+    """Validated arguments as JSON values; after id validation, ids are bound store ids."""
+    args_hash: NotRequired[str]
+    """Hash of the bound arguments (set by id validation)."""
+    proposed_at: NotRequired[int]
+    """Unix seconds when the approval was requested (fixes the token's expiry on re-execution)."""
+
+
+class Gate(TypedDict):
+    """The server's decision for this step."""
+
+    verdict: Literal["execute", "propose", "refuse", "clarify", "reply"]
+    """What happens next."""
+    reason: str
+    """Audit reason (short, no argument values)."""
+    code: NotRequired[ErrorCode]
+    """Error code for refusals and clarifications."""
+    tier: NotRequired[Tier]
+    """The tier that applied."""
+    message: NotRequired[str]
+    """Text for the user (a plain reply, a clarifying question or a refusal)."""
+
+
+class Pending(TypedDict):
+    """The approval request this turn is waiting on (or just decided)."""
+
+    approval_id: str
+    """The approval's nonce: its id and idempotency key."""
+    token: str
+    """The signed approval token."""
+    expires_at: str
+    """ISO 8601 expiry."""
+    preview: str
+    """Server-rendered description of what will run."""
+    decision: NotRequired[Literal["approve", "edit", "reject", "expired", "invalid"]]
+    """Set once decided."""
+    message: NotRequired[str]
+    """The reviewer's message on reject."""
+
+
+class RecentList(TypedDict):
+    """The latest list of one kind in this thread: the only ids a call may bind."""
+
+    rows: list[ResultRow]
+    """Rows in display order (position 1 first)."""
+    turn_id: str
+    """The turn that produced it."""
+    listed_at: str
+    """When it was listed (ISO 8601); the newest list is what "the 2nd one" refers to."""
+
+
+def turn_messages(left: list[AnyMessage] | None, right: Any) -> list[AnyMessage]:
+    """Messages of the current turn only: a new human message starts the list afresh.
+
+    The conversation is kept in the ``transcript`` table, so a checkpoint does not grow with
+    the thread and a turn costs the same on its 1,000th run as on its first.
+    """
+    incoming = right if isinstance(right, list) else [right]
+    merged: list[AnyMessage] = add_messages([], incoming) if incoming else []
+    starts = [i for i, m in enumerate(merged) if isinstance(m, HumanMessage)]
+    if starts:
+        return merged[starts[-1] :]
+    return add_messages(left or [], merged)
+
+
+def merge_recent(left: dict[str, RecentList] | None, right: dict[str, RecentList] | None) -> dict[str, RecentList]:
+    """A new list of a kind replaces the old one; other kinds are kept."""
+    out = dict(left or {})
+    out.update(right or {})
+    return out
+
+
+class TurnInput(TypedDict):
+    """What starts a turn: the user's message."""
+
+    messages: Annotated[list[AnyMessage], turn_messages]
+    """The new human message (earlier turns live in the transcript table)."""
+
+
+class TurnOutput(TypedDict):
+    """What a finished turn returns."""
+
+    messages: Annotated[list[AnyMessage], turn_messages]
+    """This turn's messages, ending with the reply."""
+    reply: NotRequired[str]
+    """The reply text."""
+    outcome: NotRequired[Outcome]
+    """What really happened."""
+
+
+class TurnState(TypedDict):
+    """The checkpointed state of a thread between and within turns."""
+
+    messages: Annotated[list[AnyMessage], turn_messages]
+    """This turn's messages: the request, tool calls and results, the reply."""
+    turn_id: NotRequired[str]
+    """Id of the current turn (new for each human message)."""
+    seq: NotRequired[int]
+    """Sequence number of the last event emitted in this turn."""
+    plan: NotRequired[Plan | None]
+    """The current tool call (private: never an input)."""
+    gate: NotRequired[Gate | None]
+    """The server's decision for the current step (private)."""
+    pending: NotRequired[Pending | None]
+    """The approval this turn waits on (private)."""
+    result: NotRequired[ActionResult | None]
+    """The last tool result of this turn (private)."""
+    outcome: NotRequired[Outcome]
+    """What really happened, for the honesty gate."""
+    reply: NotRequired[str]
+    """The final reply text."""
+    steps: NotRequired[int]
+    """Tool steps executed in this turn."""
+    lists_run: NotRequired[list[str]]
+    """List actions already run in this turn (each runs at most once)."""
+    approval_request: NotRequired[ApprovalRequest | None]
+    """The interrupt payload built by propose (private)."""
+    superseded: NotRequired[str | None]
+    """Preview of an approval a new message superseded, to mention in the reply."""
+    recent: Annotated[dict[str, RecentList], merge_recent]
+    """Latest list per kind, written only by execute from the store's own results."""

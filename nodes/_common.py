@@ -1,0 +1,27 @@
+"""Small helpers shared by the nodes (not public API)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
+
+from graph.events import EventSink
+from graph.state import Context, TurnState
+
+__all__ = ["sink_for", "thread_id_of"]
+
+
+def thread_id_of(config: RunnableConfig) -> str:
+    """The thread id of this run (LangGraph's ``configurable.thread_id``)."""
+    configurable: dict[str, Any] = config.get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    if not isinstance(thread_id, str) or not thread_id:
+        raise ValueError("a Tollgate turn needs a string thread_id in configurable")
+    return thread_id
+
+
+def sink_for(state: TurnState, runtime: Runtime[Context]) -> EventSink:
+    """An event sink continuing this turn's sequence."""
+    return EventSink(runtime.stream_writer, state.get("turn_id", ""), state.get("seq", 0))

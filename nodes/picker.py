@@ -1,0 +1,244 @@
+"""The native picker: a chat model chooses one call from closed, registry-built schemas.
+
+The model sees the current request, a bounded window of earlier *user* turns and the rows
+of the latest lists, all fenced as DATA. Its output is strictly decoded: an unknown function,
+an unknown key or a wrong type becomes a violation list that is shown to the model once so it
+can correct itself; if the second answer is still invalid the turn asks the user to clarify.
+The model never sets identity or tier: no schema has such a field, and the gate decides.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.runtime import Runtime
+
+from graph.events import EventSink
+from graph.services import Services, ServicesProvider
+from graph.state import Context, Gate, Plan, TurnState
+from nodes._common import thread_id_of
+from nodes.picker_prompt import ContextRow, PickerContext, build_messages
+from policies.arguments import validate_args
+from policies.fencing import new_nonce
+from tools.registry import Registry
+
+__all__ = ["make_picker"]
+
+_SETUP_SQL = """
+WITH ins AS (
+    INSERT INTO threads (thread_id, owner_id) VALUES (%(thread)s, %(owner)s)
+    ON CONFLICT (thread_id) DO UPDATE SET updated_at = now()
+    WHERE threads.owner_id = EXCLUDED.owner_id
+    RETURNING owner_id
+)
+SELECT
+    (SELECT owner_id FROM ins) AS owner_id,
+    (SELECT coalesce(json_agg(content ORDER BY id), '[]'::json) FROM (
+        SELECT id, content FROM transcript
+        WHERE thread_id = %(thread)s AND role = 'user'
+        ORDER BY id DESC LIMIT %(limit)s
+    ) prior) AS prior
+"""
+
+
+def _decode(registry: Registry, message: AIMessage) -> tuple[Plan | None, list[str]]:
+    """Strictly decode the first tool call; return the plan or the violations.
+
+    A registered function that was not offered (a blocklisted or operator-only action) still
+    decodes, so the tier gate refuses it with its own reason instead of "unknown function".
+    """
+    call = message.tool_calls[0]
+    name = call.get("name") or ""
+    found = registry.lookup(name)
+    if found is None:
+        return None, [f"unknown function {name[:64]!r}; call one of the functions offered"]
+    tool, action = found
+    verdict = validate_args(action.args, call.get("args"))
+    if not verdict.ok or verdict.value is None:
+        return None, list(verdict.violations)
+    plan = Plan(
+        call_id=str(call.get("id") or f"call_{uuid.uuid4().hex[:12]}"),
+        tool=tool.name,
+        action=action.name,
+        args=verdict.value.model_dump(mode="json", exclude_none=True),
+    )
+    return plan, []
+
+
+def _single_call(message: AIMessage) -> AIMessage:
+    """Keep only the first tool call, so the turn's history stays a valid tool-call exchange."""
+    if len(message.tool_calls) <= 1:
+        return message
+    return message.model_copy(update={"tool_calls": message.tool_calls[:1], "invalid_tool_calls": []})
+
+
+def _text(message: AIMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content.strip()
+    parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+    return "".join(str(p) for p in parts).strip()
+
+
+def _latest_kind(state: TurnState) -> str | None:
+    recent = state.get("recent") or {}
+    if not recent:
+        return None
+    return max(recent, key=lambda kind: recent[kind].get("listed_at", ""))
+
+
+def _picker_context(state: TurnState, ctx: Context, svc: Services, prior: list[str]) -> PickerContext:
+    now = svc.clock().astimezone(ZoneInfo(ctx.timezone))
+    recent: dict[str, list[ContextRow]] = {
+        kind: [ContextRow(position=i, id=row["id"], label=row["label"]) for i, row in enumerate(lst["rows"], 1)]
+        for kind, lst in (state.get("recent") or {}).items()
+    }
+    budget = svc.settings.history_chars
+    window: list[str] = []
+    for text in reversed(prior):
+        if budget - len(text) < 0:
+            break
+        budget -= len(text)
+        window.insert(0, text)
+    return PickerContext(
+        now=now.isoformat(timespec="seconds"),
+        timezone=ctx.timezone,
+        recent=recent,
+        latest_kind=_latest_kind(state),
+        prior_user_turns=window,
+        capabilities=svc.registry.capability_summary(),
+    )
+
+
+def make_picker(provider: ServicesProvider) -> Any:
+    """Build the picker node."""
+    bound: dict[int, Runnable[Any, BaseMessage]] = {}
+
+    def _model(svc: Services) -> Runnable[Any, BaseMessage]:
+        key = id(svc.picker_model)
+        if key not in bound:
+            model: BaseChatModel = svc.picker_model
+            bound[key] = model.bind_tools(svc.registry.function_schemas())
+        return bound[key]
+
+    async def picker(state: TurnState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+        svc = await provider()
+        ctx = runtime.context
+        messages: list[AnyMessage] = list(state.get("messages") or [])
+        new_turn = bool(messages) and isinstance(messages[-1], HumanMessage)
+        update: dict[str, Any] = {}
+        if new_turn:
+            turn_id = "turn_" + uuid.uuid4().hex[:16]
+            pending = state.get("pending")
+            update = {
+                "turn_id": turn_id,
+                "seq": 0,
+                "plan": None,
+                "gate": None,
+                "pending": None,
+                "result": None,
+                "outcome": "reply",
+                "reply": "",
+                "steps": 0,
+                "lists_run": [],
+                "superseded": pending["preview"] if pending and "decision" not in pending else None,
+            }
+            sink = EventSink(runtime.stream_writer, turn_id, 0)
+        else:
+            sink = EventSink(runtime.stream_writer, state.get("turn_id", ""), state.get("seq", 0))
+        human = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
+        request = human.text if human is not None else ""
+
+        prior: list[str] = []
+        if new_turn:
+            async with svc.db.pool.connection() as conn:
+                cur = await conn.execute(
+                    _SETUP_SQL,
+                    {"thread": thread_id_of(config), "owner": ctx.owner_id, "limit": svc.settings.history_turns},
+                )
+                row = await cur.fetchone()
+            if row is None or row["owner_id"] != ctx.owner_id:
+                # The thread exists and belongs to someone else: act on nothing.
+                sink.emit("planner_decision", decision="refuse", code="permission_denied")
+                return update | {
+                    "seq": sink.seq,
+                    "gate": Gate(
+                        verdict="refuse",
+                        reason="foreign_thread",
+                        code="permission_denied",
+                        message="This conversation is not available to you.",
+                    ),
+                    "outcome": "refused",
+                }
+            prior = list(row["prior"] or [])
+
+        step_messages = messages[messages.index(human) + 1 :] if human is not None else []
+        prompt = build_messages(request, _picker_context(state, ctx, svc, prior), new_nonce()) + step_messages
+        model = _model(svc)
+        new_messages: list[AnyMessage] = []
+        corrected = False
+        plan: Plan | None = None
+        violations: list[str] = []
+        for attempt in range(2):
+            answer = await model.ainvoke(prompt + new_messages, config)
+            if not isinstance(answer, AIMessage):
+                raise TypeError(f"picker model returned {type(answer).__name__}, not AIMessage")
+            if not answer.tool_calls:
+                if answer.invalid_tool_calls:
+                    answer = answer.model_copy(update={"invalid_tool_calls": []})
+                    violations = ["the tool call was not valid JSON"]
+                    new_messages.append(answer)
+                    if attempt == 0:
+                        new_messages.append(HumanMessage(content="Your tool call could not be parsed: " + violations[0]))
+                        corrected = True
+                        continue
+                    break
+                new_messages.append(answer)
+                plan, violations = None, []
+                break
+            answer = _single_call(answer)
+            new_messages.append(answer)
+            plan, violations = _decode(svc.registry, answer)
+            if plan is not None:
+                break
+            call_id = str(answer.tool_calls[0].get("id") or "call")
+            new_messages.append(
+                ToolMessage(
+                    content="Invalid call, nothing ran. Fix these and call again:\n- " + "\n- ".join(violations),
+                    tool_call_id=call_id,
+                    status="error",
+                )
+            )
+            corrected = attempt == 0
+        seq_update: dict[str, Any]
+        if plan is None and violations:
+            sink.emit("planner_decision", decision="clarify", code="invalid_args", corrected=corrected)
+            gate = Gate(
+                verdict="clarify",
+                reason="invalid_call",
+                code="invalid_args",
+                message="I couldn't turn that into a valid request, so I did nothing. Could you rephrase it?",
+            )
+            seq_update = {"gate": gate, "plan": None, "outcome": "clarify"}
+        elif plan is None:
+            text = _text(new_messages[-1]) if new_messages else ""
+            sink.emit("planner_decision", decision="reply")
+            seq_update = {"gate": Gate(verdict="reply", reason="no_tool_call", message=text), "plan": None}
+        elif plan["action"] == "list" and f"{plan['tool']}.list" in (update.get("lists_run") or state.get("lists_run") or []):
+            # The same list runs at most once per turn: answer from what it already returned.
+            sink.emit("planner_decision", decision="reply", reason="list_already_run")
+            seq_update = {"gate": Gate(verdict="reply", reason="list_already_run", message=""), "plan": None}
+        else:
+            sink.emit(
+                "planner_decision", decision="tool", tool=plan["tool"], action=plan["action"], corrected=corrected
+            )
+            seq_update = {"plan": plan, "gate": None}
+        return update | seq_update | {"messages": new_messages, "seq": sink.seq}
+
+    return picker
+

@@ -1,0 +1,102 @@
+"""Propose: build the approval request for a confirmation-tier call and announce it.
+
+It renders the server's preview (a read), mints the token and emits ``approval_required``;
+the interrupt itself lives in :mod:`nodes.approval`, so the interrupting node has nothing
+before its ``interrupt()`` that a resume could repeat. The token is deterministic for the
+turn (nonce derived from thread, turn, call and args hash; expiry from ``proposed_at``), so
+a replayed node produces the same request.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
+
+from graph.services import ServicesProvider
+from graph.state import Context, Gate, Pending, Plan, TurnState
+from nodes._common import sink_for, thread_id_of
+from policies.approval import ApprovalClaims, derive_nonce, mint_token
+from policies.errors import TollgateError
+from policies.hitl import ApprovalRequest
+from tools.registry import ExecContext, function_name
+
+__all__ = ["build_request", "make_propose"]
+
+
+def build_request(plan: Plan, preview: str, claims: ApprovalClaims, token: str) -> ApprovalRequest:
+    """The interrupt payload for ``plan``."""
+    name = function_name(plan["tool"], plan["action"])
+    return ApprovalRequest(
+        action_requests=[{"name": name, "args": plan["args"], "description": preview}],
+        review_configs=[{"action_name": name, "allowed_decisions": ["approve", "edit", "reject"]}],
+        approval={
+            "id": claims.nonce,
+            "token": token,
+            "args_hash": claims.args_hash,
+            "expires_at": claims.expires_at.isoformat(),
+            "tool": plan["tool"],
+            "action": plan["action"],
+        },
+    )
+
+
+def make_propose(provider: ServicesProvider) -> Any:
+    """Build the propose node."""
+
+    async def propose(state: TurnState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+        svc = await provider()
+        plan = state.get("plan")
+        if plan is None or "args_hash" not in plan:
+            return {}
+        spec = svc.registry.action(plan["tool"], plan["action"])
+        if spec is None or spec.preview is None:
+            raise RuntimeError(f"confirmation action {plan['tool']}.{plan['action']} has no preview")
+        ctx = runtime.context
+        key = svc.key()
+        thread_id = thread_id_of(config)
+        sink = sink_for(state, runtime)
+        try:
+            async with svc.db.pool.connection() as conn, conn.transaction():
+                await conn.execute("SET TRANSACTION READ ONLY")
+                preview = await spec.preview(
+                    ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), spec.args.model_validate(plan["args"])
+                )
+        except TollgateError as exc:
+            sink.emit("error", code=exc.code, message=exc.message)
+            return {
+                "seq": sink.seq,
+                "plan": None,
+                "outcome": "failed",
+                "gate": Gate(verdict="refuse", reason="preview_failed", code=exc.code, message=exc.message),
+            }
+        claims = ApprovalClaims(
+            thread_id=thread_id,
+            owner_id=ctx.owner_id,
+            tool=plan["tool"],
+            action=plan["action"],
+            args_hash=plan["args_hash"],
+            exp=plan.get("proposed_at", int(svc.clock().timestamp())) + svc.settings.approval_ttl_seconds,
+            nonce=derive_nonce(key, thread_id, state.get("turn_id", ""), plan["call_id"], plan["args_hash"]),
+        )
+        token = mint_token(claims, key)
+        request = build_request(plan, preview, claims, token)
+        local_expiry = datetime.fromtimestamp(claims.exp, UTC).astimezone(ZoneInfo(ctx.timezone))
+        sink.emit(
+            "approval_required",
+            approval_id=claims.nonce,
+            tool=plan["tool"],
+            action=plan["action"],
+            preview=preview,
+            args=plan["args"],
+            expires_at=local_expiry.isoformat(),
+        )
+        pending = Pending(
+            approval_id=claims.nonce, token=token, expires_at=claims.expires_at.isoformat(), preview=preview
+        )
+        return {"seq": sink.seq, "pending": pending, "outcome": "proposed", "approval_request": request}
+
+    return propose

@@ -1,0 +1,84 @@
+"""A scripted chat model: the only fake in the test suite (it stands in for a model)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import ConfigDict, PrivateAttr
+
+Step = AIMessage | Callable[[list[BaseMessage]], AIMessage]
+
+_ids = itertools.count(1)
+
+
+def call(name: str, args: dict[str, Any], call_id: str | None = None) -> AIMessage:
+    """An AI message with one tool call."""
+    return AIMessage(
+        content="", tool_calls=[{"name": name, "args": args, "id": call_id or f"call_{next(_ids)}", "type": "tool_call"}]
+    )
+
+
+def say(text: str) -> AIMessage:
+    """An AI message with text and no tool call."""
+    return AIMessage(content=text)
+
+
+class ScriptedModel(BaseChatModel):
+    """Returns its scripted steps in order; records every prompt; fails when the script runs out."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    steps: list[Any]
+    _prompts: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
+    _tools: list[Any] = PrivateAttr(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    @property
+    def prompts(self) -> list[list[BaseMessage]]:
+        """Every prompt the model was given."""
+        return self._prompts
+
+    @property
+    def bound_tools(self) -> list[Any]:
+        """The function schemas bound by the last ``bind_tools``."""
+        return self._tools
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+        self._tools = list(tools)
+        return self.bind(tools=list(tools), **kwargs)
+
+    def _next(self, messages: list[BaseMessage]) -> ChatResult:
+        self._prompts.append(list(messages))
+        if not self.steps:
+            raise AssertionError("ScriptedModel: script exhausted")
+        step = self.steps.pop(0)
+        message = step(messages) if callable(step) else step
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any,
+    ) -> ChatResult:
+        return self._next(messages)
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any,
+    ) -> ChatResult:
+        return self._next(messages)
+
+    def push(self, *steps: Step) -> None:
+        """Append steps to the script."""
+        self.steps.extend(steps)
+
+    def assert_complete(self) -> None:
+        """Fail when scripted steps were left over."""
+        assert not self.steps, f"ScriptedModel: {len(self.steps)} scripted step(s) never used"

@@ -1,0 +1,51 @@
+"""Drive the real compiled graph on real PostgreSQL, checking the event contract on every run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from graph.event_contract import EventContract
+from graph.runner import TurnOutcome, TurnRunner
+from graph.state import Context
+
+
+@dataclass
+class Clock:
+    """A settable server clock (a collaborator passed to Services, not a patch)."""
+
+    now: datetime
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+@dataclass
+class Turns:
+    """A runner plus the event-contract checker applied to every run it makes."""
+
+    runner: TurnRunner
+    contract: EventContract = field(default_factory=EventContract)
+    outcomes: list[TurnOutcome] = field(default_factory=list)
+
+    async def send(self, ctx: Context, thread_id: str, message: str) -> TurnOutcome:
+        out = await self.runner.send(ctx, thread_id, message)
+        self.contract.check_run(out.events)
+        self.outcomes.append(out)
+        return out
+
+    async def resume(self, ctx: Context, thread_id: str, value: Any) -> TurnOutcome:
+        out = await self.runner.resume(ctx, thread_id, value)
+        self.contract.check_run(out.events, resume=True)
+        self.outcomes.append(out)
+        return out
+
+    async def decide(self, ctx: Context, approval_id: str, decision: dict[str, Any]) -> TurnOutcome:
+        out = await self.runner.decide(ctx, approval_id, decision)
+        self.contract.check_run(out.events, resume=True)
+        self.outcomes.append(out)
+        return out

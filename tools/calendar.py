@@ -1,0 +1,350 @@
+"""The calendar tool: list, read, create, update and (softly) cancel events.
+
+Events live in ``calendar_events``. Cancelling sets ``status = 'cancelled'`` and keeps the row,
+so it can be restored; lists never show cancelled events.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time, timedelta
+from typing import Any, Final
+
+from policies.errors import NotFound
+from tools._ids import new_id
+from tools._render import (
+    clip,
+    fetch_all,
+    fetch_one,
+    fmt_span,
+    fmt_when,
+    item_result,
+    list_result,
+    local,
+    plural,
+    quoted,
+    render_list,
+    render_summary,
+    write_result,
+    zone,
+)
+from tools.args import (
+    CalendarCancelArgs,
+    CalendarCreateArgs,
+    CalendarGetArgs,
+    CalendarListArgs,
+    CalendarUpdateArgs,
+)
+from tools.registry import ActionResult, ActionSpec, ExecContext, ResultRow, ToolSpec
+
+__all__ = [
+    "CALENDAR",
+    "calendar_window",
+    "cancel_event",
+    "create_event",
+    "get_event",
+    "list_events",
+    "preview_cancel",
+    "preview_create",
+    "preview_update",
+    "update_event",
+]
+
+_TOOL: Final = "calendar"
+_COLUMNS: Final = "id, title, starts_at, ends_at, location, description, status"
+
+_RANGE_PHRASE = {
+    "today": "today",
+    "tomorrow": "tomorrow",
+    "this_week": "this week",
+    "next_7_days": "in the next 7 days",
+    "upcoming": "coming up",
+}
+
+
+def calendar_window(range_: str, now: datetime, tz: str) -> tuple[datetime, datetime | None]:
+    """The ``[start, end)`` window of a list range, in the owner's timezone (``None``: open end).
+
+    ``this_week`` runs from the start of today through Sunday; ``next_7_days`` and
+    ``upcoming`` start now, so an event already over is left out but one in progress is kept.
+    """
+    today = local(now, tz).date()
+
+    def midnight(day: date) -> datetime:
+        return datetime.combine(day, time(), tzinfo=zone(tz))
+
+    if range_ == "today":
+        return midnight(today), midnight(today + timedelta(days=1))
+    if range_ == "tomorrow":
+        return midnight(today + timedelta(days=1)), midnight(today + timedelta(days=2))
+    if range_ == "this_week":
+        return midnight(today), midnight(today + timedelta(days=7 - today.weekday()))
+    if range_ == "next_7_days":
+        return now, now + timedelta(days=7)
+    return now, None
+
+
+def _label(row: dict[str, Any], tz: str) -> str:
+    text = f"{clip(row['title'])} — {fmt_span(row['starts_at'], row['ends_at'], tz)}"
+    return text + f" ({clip(row['location'], 60)})" if row["location"] else text
+
+
+def _item(row: dict[str, Any], tz: str) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "title": row["title"],
+        "start": row["starts_at"],
+        "end": row["ends_at"],
+        "location": row["location"],
+        "description": row["description"],
+        "status": row["status"],
+        "when": fmt_span(row["starts_at"], row["ends_at"], tz),
+    }
+
+
+async def _load(ctx: ExecContext, event_id: str, *, lock: bool = False) -> dict[str, Any]:
+    sql = f"SELECT {_COLUMNS} FROM calendar_events WHERE owner_id = %s AND id = %s"
+    row = await fetch_one(ctx, sql + (" FOR UPDATE" if lock else ""), (ctx.owner_id, event_id))
+    if row is None:
+        raise NotFound("calendar event", event_id)
+    return row
+
+
+async def list_events(ctx: ExecContext, args: CalendarListArgs) -> ActionResult:
+    """Confirmed events overlapping the range's window, earliest first."""
+    start, end = calendar_window(args.range, ctx.now, ctx.timezone)
+    rows = await fetch_all(
+        ctx,
+        f"SELECT {_COLUMNS} FROM calendar_events"
+        " WHERE owner_id = %s AND status = 'confirmed' AND ends_at > %s"
+        " AND (%s::timestamptz IS NULL OR starts_at < %s)"
+        " ORDER BY starts_at, id LIMIT %s",
+        (ctx.owner_id, start, end, end, args.limit + 1),
+    )
+    phrase = _RANGE_PHRASE[args.range]
+    shown = rows[: args.limit]
+    if not shown:
+        summary = f"You have no events {phrase}."
+    elif len(rows) > args.limit:
+        summary = f"You have more than {plural(args.limit, 'event')} {phrase}; here are the first {args.limit}."
+    else:
+        summary = f"You have {plural(len(shown), 'event')} {phrase}."
+    result_rows: list[ResultRow] = [{"id": r["id"], "label": _label(r, ctx.timezone)} for r in shown]
+    return list_result(_TOOL, "list", "calendar", result_rows, summary)
+
+
+async def get_event(ctx: ExecContext, args: CalendarGetArgs) -> ActionResult:
+    """One event with its details."""
+    row = await _load(ctx, args.event_id)
+    when = fmt_span(row["starts_at"], row["ends_at"], ctx.timezone)
+    summary = f"{quoted(row['title'])} is on {when}"
+    if row["location"]:
+        summary += f" at {clip(row['location'], 60)}"
+    summary += " (cancelled)." if row["status"] == "cancelled" else "."
+    return item_result(_TOOL, "get", _item(row, ctx.timezone), summary)
+
+
+def _render_get(result: ActionResult) -> str:
+    notes = (result.get("item") or {}).get("description") or ""
+    return result["summary"] + (f"\nNotes: {clip(notes, 500)}" if notes else "")
+
+
+async def _overlaps(ctx: ExecContext, start: datetime, end: datetime, skip: str = "") -> list[dict[str, Any]]:
+    return await fetch_all(
+        ctx,
+        "SELECT title, starts_at, ends_at FROM calendar_events"
+        " WHERE owner_id = %s AND status = 'confirmed' AND id <> %s AND starts_at < %s AND ends_at > %s"
+        " ORDER BY starts_at, id LIMIT 3",
+        (ctx.owner_id, skip, end, start),
+    )
+
+
+def _overlap_note(rows: list[dict[str, Any]], tz: str) -> str:
+    if not rows:
+        return ""
+    names = ", ".join(f"{quoted(r['title'])} ({fmt_span(r['starts_at'], r['ends_at'], tz)})" for r in rows)
+    return f"\nIt overlaps {names}."
+
+
+async def preview_create(ctx: ExecContext, args: CalendarCreateArgs) -> str:
+    """``Create “Title” on Mon 30 Nov, 09:00–09:30 at Room 1``, noting overlapping events."""
+    end = args.start + timedelta(minutes=args.duration_minutes)
+    text = f"Create {quoted(args.title)} on {fmt_span(args.start, end, ctx.timezone)}"
+    text += f" at {clip(args.location, 60)}" if args.location else ""
+    return text + _overlap_note(await _overlaps(ctx, args.start, end), ctx.timezone)
+
+
+async def create_event(ctx: ExecContext, args: CalendarCreateArgs) -> ActionResult:
+    """Insert a confirmed event."""
+    end = args.start + timedelta(minutes=args.duration_minutes)
+    row = await fetch_one(
+        ctx,
+        f"INSERT INTO calendar_events (id, owner_id, title, starts_at, ends_at, location, created_at, updated_at)"
+        f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}",
+        (new_id("evt"), ctx.owner_id, args.title, args.start, end, args.location, ctx.now, ctx.now),
+    )
+    assert row is not None  # INSERT ... RETURNING always yields the row
+    when = fmt_span(row["starts_at"], row["ends_at"], ctx.timezone)
+    where = f" at {clip(row['location'], 60)}" if row["location"] else ""
+    summary = f"Created {quoted(row['title'])} on {when}{where}."
+    return write_result(_TOOL, "create", _item(row, ctx.timezone), 1, summary)
+
+
+def _plan_update(row: dict[str, Any], args: CalendarUpdateArgs, tz: str) -> tuple[dict[str, Any], list[str]]:
+    """The event's new values and one phrase per field that really changes."""
+    title = args.title if args.title is not None else row["title"]
+    start = args.start if args.start is not None else row["starts_at"]
+    length = (
+        timedelta(minutes=args.duration_minutes)
+        if args.duration_minutes is not None
+        else row["ends_at"] - row["starts_at"]
+    )
+    location = args.location if args.location is not None else row["location"]
+    new = {"title": title, "starts_at": start, "ends_at": start + length, "location": location}
+    changes: list[str] = []
+    if title != row["title"]:
+        changes.append(f"title {quoted(row['title'])} → {quoted(title)}")
+    if new["starts_at"] != row["starts_at"] or new["ends_at"] != row["ends_at"]:
+        old_span = fmt_span(row["starts_at"], row["ends_at"], tz)
+        changes.append(f"time {old_span} → {fmt_span(new['starts_at'], new['ends_at'], tz)}")
+    if location != row["location"]:
+        old_place = quoted(row["location"]) if row["location"] else "none"
+        changes.append(f"location {old_place} → {quoted(location) if location else 'none'}")
+    return new, changes
+
+
+async def preview_update(ctx: ExecContext, args: CalendarUpdateArgs) -> str:
+    """``Update “Standup” (Mon 30 Nov, 09:00–09:15): time … → …``."""
+    row = await _load(ctx, args.event_id)
+    new, changes = _plan_update(row, args, ctx.timezone)
+    head = f"Update {quoted(row['title'])} ({fmt_span(row['starts_at'], row['ends_at'], ctx.timezone)})"
+    if not changes:
+        return head + ": nothing would change."
+    note = "\nThe event stays cancelled." if row["status"] == "cancelled" else ""
+    overlaps = await _overlaps(ctx, new["starts_at"], new["ends_at"], skip=row["id"])
+    return head + ": " + "; ".join(changes) + note + _overlap_note(overlaps, ctx.timezone)
+
+
+async def update_event(ctx: ExecContext, args: CalendarUpdateArgs) -> ActionResult:
+    """Change only the given fields; the end follows the start and the (new or kept) duration."""
+    row = await _load(ctx, args.event_id, lock=True)
+    new, changes = _plan_update(row, args, ctx.timezone)
+    if not changes:
+        when = fmt_when(row["starts_at"], ctx.timezone)
+        summary = f"{quoted(row['title'])} ({when}) already has those details; nothing changed."
+        return write_result(_TOOL, "update", _item(row, ctx.timezone), 0, summary)
+    updated = await fetch_one(
+        ctx,
+        "UPDATE calendar_events SET title = %s, starts_at = %s, ends_at = %s, location = %s, updated_at = %s"
+        f" WHERE owner_id = %s AND id = %s RETURNING {_COLUMNS}",
+        (new["title"], new["starts_at"], new["ends_at"], new["location"], ctx.now, ctx.owner_id, row["id"]),
+    )
+    if updated is None:
+        raise NotFound("calendar event", args.event_id)
+    summary = f"Updated {quoted(updated['title'])}: " + "; ".join(changes) + "."
+    if updated["status"] == "cancelled":
+        summary += " It stays cancelled."
+    return write_result(_TOOL, "update", _item(updated, ctx.timezone), 1, summary)
+
+
+async def preview_cancel(ctx: ExecContext, args: CalendarCancelArgs) -> str:
+    """``Cancel “Standup” on Mon 30 Nov, 09:00–09:15``."""
+    row = await _load(ctx, args.event_id)
+    text = f"Cancel {quoted(row['title'])} on {fmt_span(row['starts_at'], row['ends_at'], ctx.timezone)}"
+    text += f" at {clip(row['location'], 60)}" if row["location"] else ""
+    if row["status"] == "cancelled":
+        text += " (it is already cancelled: approving changes nothing)"
+    return text
+
+
+async def cancel_event(ctx: ExecContext, args: CalendarCancelArgs) -> ActionResult:
+    """Soft-cancel: mark the event cancelled and keep it; a second cancel changes nothing."""
+    row = await _load(ctx, args.event_id, lock=True)
+    label = f"{quoted(row['title'])} ({fmt_when(row['starts_at'], ctx.timezone)})"
+    if row["status"] == "cancelled":
+        return write_result(
+            _TOOL, "cancel_event", _item(row, ctx.timezone), 0, f"{label} was already cancelled; nothing changed."
+        )
+    updated = await fetch_one(
+        ctx,
+        "UPDATE calendar_events SET status = 'cancelled', updated_at = %s"
+        f" WHERE owner_id = %s AND id = %s AND status = 'confirmed' RETURNING {_COLUMNS}",
+        (ctx.now, ctx.owner_id, row["id"]),
+    )
+    if updated is None:
+        raise NotFound("calendar event", args.event_id)
+    return write_result(_TOOL, "cancel_event", _item(updated, ctx.timezone), 1, f"Cancelled {label}.")
+
+
+_EVENT_ID = {"event_id": "calendar"}
+
+CALENDAR = ToolSpec(
+    name=_TOOL,
+    description="Your calendar of events.",
+    capability_phrase="check and manage your calendar",
+    actions=(
+        ActionSpec(
+            name="list",
+            description="List your events today, tomorrow, this week, in the next 7 days or coming up.",
+            args=CalendarListArgs,
+            tier="allowlist",
+            executor=list_events,
+            renderer=render_list,
+            usage_examples=("What's on my calendar today?", "Do I have anything tomorrow?", "Show me my week"),
+        ),
+        ActionSpec(
+            name="get",
+            description="Show the details of one event from the latest calendar list.",
+            args=CalendarGetArgs,
+            tier="allowlist",
+            executor=get_event,
+            renderer=_render_get,
+            id_fields=_EVENT_ID,
+            usage_examples=("Tell me more about the 2nd one", "Where is the design review?", "Details of #1"),
+        ),
+        ActionSpec(
+            name="create",
+            description="Create a new event (after your approval).",
+            args=CalendarCreateArgs,
+            tier="confirmation",
+            executor=create_event,
+            renderer=render_summary,
+            preview=preview_create,
+            idempotent=False,
+            writes=True,
+            usage_examples=(
+                "Add lunch with Sam tomorrow at 12:30",
+                "Put a dentist appointment on Friday at 10",
+                "Schedule a 1-hour meeting with Priya on Monday at 14:00",
+            ),
+        ),
+        ActionSpec(
+            name="update",
+            description="Change the title, time, length or place of an event from the latest calendar list.",
+            args=CalendarUpdateArgs,
+            tier="confirmation",
+            executor=update_event,
+            renderer=render_summary,
+            preview=preview_update,
+            id_fields=_EVENT_ID,
+            writes=True,
+            usage_examples=(
+                "Move the standup to 9:30",
+                "Make the design review 90 minutes",
+                "Change the location of #2 to Room 4",
+            ),
+        ),
+        ActionSpec(
+            name="cancel_event",
+            description="Cancel an event from the latest calendar list (it is kept and can be restored).",
+            args=CalendarCancelArgs,
+            tier="confirmation",
+            executor=cancel_event,
+            renderer=render_summary,
+            preview=preview_cancel,
+            id_fields=_EVENT_ID,
+            writes=True,
+            usage_examples=("Cancel the standup", "Cancel my 3pm meeting", "Call off the 2nd one"),
+        ),
+    ),
+)
+"""The calendar tool."""

@@ -1,0 +1,161 @@
+"""The tasks tool: a to-do list to list, add to and tick off.
+
+Completing a task is soft and reversible: ``status = 'done'`` plus ``completed_at``; the row
+stays.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from policies.errors import NotFound
+from tools._ids import new_id
+from tools._render import (
+    clip,
+    fetch_all,
+    fetch_one,
+    fmt_day,
+    list_result,
+    plural,
+    quoted,
+    render_list,
+    render_summary,
+    write_result,
+)
+from tools.args import TaskCompleteArgs, TaskCreateArgs, TaskListArgs
+from tools.registry import ActionResult, ActionSpec, ExecContext, ResultRow, ToolSpec
+
+__all__ = ["TASKS", "complete_task", "create_task", "list_tasks", "preview_complete", "preview_create_task"]
+
+_TOOL: Final = "tasks"
+_KIND: Final = "task"
+_COLUMNS: Final = "id, title, due_date, status, created_at, completed_at"
+
+
+def _label(row: dict[str, Any]) -> str:
+    text = clip(row["title"])
+    if row["due_date"] is not None:
+        text += f" — due {fmt_day(row['due_date'])}"
+    return text + (" — done" if row["status"] == "done" else "")
+
+
+async def list_tasks(ctx: ExecContext, args: TaskListArgs) -> ActionResult:
+    """Open, done or all tasks: open ones first, soonest due first, undated last."""
+    where = "" if args.status == "all" else " AND status = %s"
+    params: list[Any] = [ctx.owner_id] + ([] if args.status == "all" else [args.status])
+    rows = await fetch_all(
+        ctx,
+        f"SELECT {_COLUMNS} FROM tasks WHERE owner_id = %s{where}"
+        " ORDER BY status = 'done', due_date NULLS LAST, created_at, id LIMIT %s",
+        [*params, args.limit + 1],
+    )
+    shown = rows[: args.limit]
+    noun = {"open": "open task", "done": "done task", "all": "task"}[args.status]
+    if not shown:
+        summary = f"You have no {noun}s."
+    elif len(rows) > args.limit:
+        summary = f"You have more than {plural(args.limit, noun)}; here are the first {args.limit}."
+    else:
+        summary = f"You have {plural(len(shown), noun)}."
+    result_rows: list[ResultRow] = [{"id": r["id"], "label": _label(r)} for r in shown]
+    return list_result(_TOOL, "list", "tasks", result_rows, summary)
+
+
+def _describe(title: str, due: Any) -> str:
+    return quoted(title) + (f", due {fmt_day(due)}" if due is not None else "")
+
+
+async def preview_create_task(ctx: ExecContext, args: TaskCreateArgs) -> str:
+    """``Add the task “Buy milk”, due Tue 1 Dec``."""
+    return f"Add the task {_describe(args.title, args.due_date)}"
+
+
+async def create_task(ctx: ExecContext, args: TaskCreateArgs) -> ActionResult:
+    """Insert an open task."""
+    row = await fetch_one(
+        ctx,
+        f"INSERT INTO tasks (id, owner_id, title, due_date, created_at) VALUES (%s, %s, %s, %s, %s)"
+        f" RETURNING {_COLUMNS}",
+        (new_id("tsk"), ctx.owner_id, args.title, args.due_date, ctx.now),
+    )
+    assert row is not None  # INSERT ... RETURNING always yields the row
+    return write_result(_TOOL, "create", row, 1, f"Added the task {_describe(row['title'], row['due_date'])}.")
+
+
+async def _load(ctx: ExecContext, task_id: str, *, lock: bool = False) -> dict[str, Any]:
+    sql = f"SELECT {_COLUMNS} FROM tasks WHERE owner_id = %s AND id = %s"
+    row = await fetch_one(ctx, sql + (" FOR UPDATE" if lock else ""), (ctx.owner_id, task_id))
+    if row is None:
+        raise NotFound(_KIND, task_id)
+    return row
+
+
+async def preview_complete(ctx: ExecContext, args: TaskCompleteArgs) -> str:
+    """``Mark “Buy milk” (due Tue 1 Dec) as done``."""
+    row = await _load(ctx, args.task_id)
+    due = f" (due {fmt_day(row['due_date'])})" if row["due_date"] is not None else ""
+    text = f"Mark {quoted(row['title'])}{due} as done"
+    return text + (" (it is already done: approving changes nothing)" if row["status"] == "done" else "")
+
+
+async def complete_task(ctx: ExecContext, args: TaskCompleteArgs) -> ActionResult:
+    """Mark a task done (kept, reversible); a task already done is left as it is."""
+    row = await _load(ctx, args.task_id, lock=True)
+    if row["status"] == "done":
+        return write_result(_TOOL, "complete", row, 0, f"{quoted(row['title'])} was already done; nothing changed.")
+    updated = await fetch_one(
+        ctx,
+        f"UPDATE tasks SET status = 'done', completed_at = %s WHERE owner_id = %s AND id = %s AND status = 'open'"
+        f" RETURNING {_COLUMNS}",
+        (ctx.now, ctx.owner_id, row["id"]),
+    )
+    if updated is None:
+        raise NotFound(_KIND, args.task_id)
+    return write_result(_TOOL, "complete", updated, 1, f"Marked {quoted(updated['title'])} as done.")
+
+
+TASKS = ToolSpec(
+    name=_TOOL,
+    description="Your to-do list.",
+    capability_phrase="keep your to-do list",
+    actions=(
+        ActionSpec(
+            name="list",
+            description="List your open, done or all tasks.",
+            args=TaskListArgs,
+            tier="allowlist",
+            executor=list_tasks,
+            renderer=render_list,
+            usage_examples=("What's on my to-do list?", "Show my open tasks", "Which tasks have I finished?"),
+        ),
+        ActionSpec(
+            name="create",
+            description="Add a task, optionally with a due date (after your approval).",
+            args=TaskCreateArgs,
+            tier="confirmation",
+            executor=create_task,
+            renderer=render_summary,
+            preview=preview_create_task,
+            idempotent=False,
+            writes=True,
+            usage_examples=(
+                "Add 'buy milk' to my to-do list",
+                "Put 'renew passport' on my to-do list",
+                "New task: book flights to Lisbon, due Friday",
+            ),
+        ),
+        ActionSpec(
+            name="complete",
+            description="Mark a task from the latest task list as done (reversible).",
+            args=TaskCompleteArgs,
+            tier="confirmation",
+            executor=complete_task,
+            renderer=render_summary,
+            preview=preview_complete,
+            id_fields={"task_id": "tasks"},
+            writes=True,
+            usage_examples=("I finished the report", "Tick off #2", "Mark the passport task as done"),
+        ),
+    ),
+)
+"""The tasks tool."""
