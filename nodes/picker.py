@@ -229,7 +229,7 @@ def make_picker(provider: ServicesProvider) -> Any:
             text = _text(new_messages[-1]) if new_messages else ""
             sink.emit("planner_decision", decision="reply")
             seq_update = {"gate": Gate(verdict="reply", reason="no_tool_call", message=text), "plan": None}
-        elif plan["action"] == "list" and f"{plan['tool']}.list" in (update.get("lists_run") or state.get("lists_run") or []):
+        elif plan["action"] == "list" and f"{plan['tool']}.list" in (update["lists_run"] if new_turn else state.get("lists_run") or []):
             # The same list runs at most once per turn: answer from what it already returned.
             sink.emit("planner_decision", decision="reply", reason="list_already_run")
             seq_update = {"gate": Gate(verdict="reply", reason="list_already_run", message=""), "plan": None}
