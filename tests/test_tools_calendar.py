@@ -128,10 +128,12 @@ async def test_get_returns_the_item(conn: AsyncConnection[Any], owner: str) -> N
 
 async def test_create_previews_then_writes(conn: AsyncConnection[Any], owner: str) -> None:
     ctx = await seeded(conn, owner)
-    args = CalendarCreateArgs(title="Call with Alex", start=datetime(2026, 11, 30, 12, 0, tzinfo=PARIS), duration_minutes=45)
+    start = datetime(2026, 11, 30, 12, 0, tzinfo=PARIS)
+    args = CalendarCreateArgs(title="Call with Alex", start=start, duration_minutes=45)
     preview = await preview_create(ctx, args)
     assert preview == (
-        "Create “Call with Alex” on Mon 30 Nov, 12:00–12:45\nIt overlaps “Lunch with Sam” (Mon 30 Nov, 12:30–13:30)."
+        "Create “Call with Alex” on Mon 30 Nov, 12:00–12:45\n"
+        "It overlaps “Lunch with Sam” (Mon 30 Nov, 12:30–13:30)."
     )
     result = await create_event(ctx, args)
     assert result["kind"] == "write" and result["changed"] == 1
@@ -157,7 +159,8 @@ async def test_update_changes_only_given_fields_and_recomputes_end(conn: AsyncCo
     assert datetime.fromisoformat(longer["item"]["end"]) == datetime(2026, 11, 30, 10, 0, tzinfo=PARIS)
     assert longer["item"]["location"] == "Room 2"
     same = await update_event(ctx, CalendarUpdateArgs(event_id=standup, title="Standup"))
-    assert same["changed"] == 0 and same["summary"] == "“Standup” (Mon 30 Nov, 09:30) already has those details; nothing changed."
+    assert same["changed"] == 0
+    assert same["summary"] == "“Standup” (Mon 30 Nov, 09:30) already has those details; nothing changed."
 
 
 async def test_cancel_is_soft_and_a_repeat_reports_no_change(conn: AsyncConnection[Any], owner: str) -> None:

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from typing import Final
-from zoneinfo import ZoneInfo
 
 from nodes.offline.text import NUMBER_WORDS, number_of
 
@@ -117,7 +116,7 @@ class When:
         return self.at is not None
 
 
-def on_day(day: date, clock: time, tz: ZoneInfo) -> datetime:
+def on_day(day: date, clock: time, tz: tzinfo) -> datetime:
     """``day`` at ``clock`` in ``tz``; a time inside a spring-forward gap moves past the gap."""
     naive = datetime.combine(day, clock).replace(tzinfo=tz)
     return naive.astimezone(timezone.utc).astimezone(tz)
@@ -242,7 +241,7 @@ def _day_of(match: re.Match[str], today: date) -> date | None:
     return today + timedelta(days=delta)
 
 
-def find_when(text: str, now: datetime, tz: ZoneInfo) -> When | None:
+def find_when(text: str, now: datetime, tz: tzinfo) -> When | None:
     """The time phrase of ``text`` resolved against ``now`` in ``tz``, or ``None``."""
     now = now.astimezone(tz)
     today = now.date()

@@ -1,0 +1,63 @@
+"""Assemble a running Tollgate from settings: database, checkpointer, services, graph, runner."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+from langchain_core.language_models import BaseChatModel
+
+from graph.checkpointer import open_checkpointer
+from graph.db import open_database
+from graph.runner import TurnRunner
+from graph.services import Hooks, Services, utc_now
+from graph.settings import Settings
+from graph.turn import build_graph
+from tools.builtin import default_registry
+
+__all__ = ["App", "default_picker", "open_app"]
+
+
+def default_picker() -> BaseChatModel:
+    """The embedded offline picker (used when no model endpoint is configured)."""
+    from nodes.offline import OfflinePicker
+
+    return OfflinePicker()
+
+
+@dataclass(frozen=True, slots=True)
+class App:
+    """A running Tollgate: its services and the runner over the compiled graph."""
+
+    services: Services
+    """The collaborators."""
+    runner: TurnRunner
+    """Runs turns and approvals."""
+
+
+@asynccontextmanager
+async def open_app(
+    settings: Settings,
+    *,
+    picker_model: BaseChatModel | None = None,
+    naturalizer_model: BaseChatModel | None = None,
+    clock: Callable[[], datetime] = utc_now,
+    hooks: Hooks | None = None,
+) -> AsyncIterator[App]:
+    """Open the database (migrated), the checkpointer and the graph for ``settings``."""
+    async with open_database(settings) as db:
+        services = Services(
+            settings=settings,
+            db=db,
+            registry=default_registry(settings),
+            picker_model=picker_model or default_picker(),
+            naturalizer_model=naturalizer_model,
+            clock=clock,
+            hooks=hooks or Hooks(),
+            approval_key=settings.approval_key(),
+        )
+        saver = await open_checkpointer(db)
+        graph = build_graph(services, checkpointer=saver)
+        yield App(services=services, runner=TurnRunner(graph, services))

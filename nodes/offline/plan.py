@@ -1,0 +1,109 @@
+"""What the offline picker decides, and the turn it decides about."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from nodes.offline.functions import ActionKey
+from nodes.offline.refs import Row
+from nodes.offline.text import normalize
+
+__all__ = ["Call", "Plan", "Reply", "Turn", "clarify", "reply"]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """Call the function serving ``key`` with ``args``."""
+
+    key: ActionKey
+    """The canonical ``(tool, action)``."""
+    args: dict[str, Any]
+    """JSON arguments, valid for the action's argument model."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """Answer in plain text, no tool call."""
+
+    text: str
+    """The reply."""
+    outcome: Literal["reply", "clarify"] = "clarify"
+    """A plain answer, or a question back to the user."""
+
+
+Plan = Call | Reply
+"""The decision for one request."""
+
+
+def clarify(text: str) -> Reply:
+    """A clarifying question."""
+    return Reply(text, "clarify")
+
+
+def reply(text: str) -> Reply:
+    """A plain answer."""
+    return Reply(text, "reply")
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """The request being decided, with the context the server fenced into the prompt."""
+
+    raw: str
+    """The request exactly as the user wrote it."""
+    text: str
+    """The normalised request (typos repaired, politeness stripped; casing kept)."""
+    now: datetime | None
+    """The current time in the owner's timezone (``None`` without a context)."""
+    tz: tzinfo | None
+    """The owner's timezone (a fixed offset when the context named no valid IANA zone)."""
+    recent: Mapping[str, Sequence[Row]] = field(default_factory=dict)
+    """The latest list per kind."""
+    latest_kind: str | None = None
+    """Which kind was listed last."""
+    prior: tuple[str, ...] = ()
+    """Earlier user requests in the thread, oldest first."""
+    capabilities: str = ""
+    """The capability summary."""
+
+    @classmethod
+    def of(cls, request: str, context: Mapping[str, Any] | None) -> Turn:
+        """Build a turn from the request and the fenced context (tolerating missing keys)."""
+        ctx = context or {}
+        tz: tzinfo | None = None
+        try:
+            tz = ZoneInfo(str(ctx["timezone"])) if ctx.get("timezone") else None
+        except (ZoneInfoNotFoundError, ValueError):
+            tz = None
+        now: datetime | None = None
+        try:
+            parsed = datetime.fromisoformat(str(ctx["now"])) if ctx.get("now") else None
+        except ValueError:
+            parsed = None
+        if parsed is not None and parsed.tzinfo is not None:
+            tz = tz or parsed.tzinfo  # no IANA zone: keep the fixed offset of ``now``
+            now = parsed.astimezone(tz)
+        recent_raw = ctx.get("recent")
+        recent: dict[str, list[Row]] = {}
+        if isinstance(recent_raw, Mapping):
+            for kind, rows in recent_raw.items():
+                if isinstance(rows, list):
+                    good = [r for r in rows if isinstance(r, Mapping) and "id" in r and "position" in r]
+                    recent[str(kind)] = sorted(good, key=lambda r: int(r.get("position", 0)))
+        prior_raw = ctx.get("prior_user_turns")
+        prior = tuple(str(p) for p in prior_raw) if isinstance(prior_raw, list) else ()
+        latest = ctx.get("latest_kind")
+        return cls(
+            raw=request,
+            text=normalize(request),
+            now=now,
+            tz=tz,
+            recent=recent,
+            latest_kind=str(latest) if latest else None,
+            prior=prior,
+            capabilities=str(ctx.get("capabilities") or ""),
+        )

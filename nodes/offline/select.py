@@ -1,0 +1,97 @@
+"""Which kind of item a request is about, and which rows of its recent list it points at."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Final
+
+from nodes.offline.plan import Reply, Turn, clarify
+from nodes.offline.refs import Row, find_positions, match_rows, resolve_positions
+from nodes.offline.times import Span
+
+__all__ = ["KINDS", "NOUNS", "cut", "kind_named", "kinds_named", "pick_ids"]
+
+KINDS: Final = ("mail", "calendar", "tasks", "reminders")
+"""The recent-list kinds the built-in tools maintain."""
+
+NOUNS: Final[dict[str, tuple[str, str]]] = {
+    "mail": ("email", "emails"),
+    "calendar": ("event", "events"),
+    "tasks": ("task", "tasks"),
+    "reminders": ("reminder", "reminders"),
+}
+"""How to name one item and several items of a kind in replies."""
+
+_KIND_RES: Final[dict[str, re.Pattern[str]]] = {
+    "reminders": re.compile(r"\breminders?\b", re.I),
+    "tasks": re.compile(r"\b(?:tasks?|todos?|to\s+do\s+list|chores?)\b", re.I),
+    "mail": re.compile(r"\b(?:e-?mails?|mails?|messages?|inbox|mailbox|newsletters?|outbox)\b", re.I),
+    "calendar": re.compile(r"\b(?:calendar|events?|meetings?|appointments?|agenda|diary|schedule)\b", re.I),
+}
+
+
+def kinds_named(text: str) -> list[str]:
+    """The kinds whose nouns ``text`` uses, in order of first appearance."""
+    found = [(m.start(), kind) for kind, rx in _KIND_RES.items() if (m := rx.search(text))]
+    return [kind for _, kind in sorted(found)]
+
+
+def kind_named(text: str) -> str | None:
+    """The first kind ``text`` names explicitly, or ``None``."""
+    kinds = kinds_named(text)
+    return kinds[0] if kinds else None
+
+
+def cut(text: str, spans: Sequence[Span]) -> str:
+    """``text`` with ``spans`` blanked out (positions of the rest are kept)."""
+    chars = list(text)
+    for start, end in spans:
+        for i in range(max(start, 0), min(end, len(chars))):
+            chars[i] = " "
+    return "".join(chars)
+
+
+def _rows_of(turn: Turn, kind: str) -> Sequence[Row]:
+    return turn.recent.get(kind) or ()
+
+
+def _label_clip(label: str) -> str:
+    return label if len(label) <= 60 else label[:59] + "…"
+
+
+def pick_ids(turn: Turn, kind: str, target: str, *, bulk: bool) -> list[str] | Reply:
+    """Ids (``"#N"`` positions or label-matched row ids) that ``target`` points at, or a question.
+
+    ``target`` is the part of the request that names the item(s), time phrases already cut.
+    Fails closed: no recent list, a position past its end, an unknown label or an ambiguous
+    single reference all become a clarifying question, never a guess.
+    """
+    one, many = NOUNS.get(kind, ("item", "items"))
+    rows = _rows_of(turn, kind)
+    positions = find_positions(target)
+    if positions is not None and positions.mode != "that":
+        if not rows:
+            return clarify(f"Which {one} do you mean? I don't have a recent list of your {many} — ask me to list them first.")
+        resolved = resolve_positions(positions, len(rows))
+        if resolved is None:
+            return clarify(f"Your latest list has {len(rows)} {one if len(rows) == 1 else many}. Which one do you mean?")
+        if not bulk and len(resolved) > 1:
+            return clarify(f"I can only do that to one {one} at a time. Which one?")
+        return [f"#{p}" for p in resolved]
+    matches = match_rows(target, rows) if rows else None
+    if matches is None and positions is not None and rows:  # a bare "that" / "it"
+        resolved = resolve_positions(positions, len(rows))
+        if resolved is not None:
+            return [f"#{p}" for p in resolved]
+        return clarify(f"Which {one} do you mean? Say its number from the list, like “the 2nd one”.")
+    if not rows:
+        return clarify(f"Which {one} do you mean? I don't have a recent list of your {many} — ask me to list them first.")
+    if matches is None:
+        return clarify(f"Which {one} do you mean? Say its number from the list, like “the 2nd one”.")
+    if not matches:
+        return clarify(f"I couldn't find that in your latest list of {many}. Which one do you mean?")
+    if len(matches) > 1 and not bulk:
+        options = "; ".join(f"#{r['position']} {_label_clip(str(r.get('label', '')))}" for r in matches[:5])
+        return clarify(f"More than one {one} matches: {options}. Which one?")
+    return [str(r["id"]) for r in matches]
