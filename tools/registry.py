@@ -227,5 +227,10 @@ class Registry:
         phrases = [t.capability_phrase for t in self.tools]
         if not phrases:
             return "I have no tools enabled right now."
-        body = phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " and " + phrases[-1]
-        return f"I can {body}. Anything that changes your data waits for your approval first."
+        body = phrases[0] if len(phrases) == 1 else "; ".join(phrases[:-1]) + "; and " + phrases[-1]
+        free = [f"{a.description[:1].lower()}{a.description[1:].rstrip('.')}" for _, a in self.actions()
+                if a.writes and a.tier == "allowlist"]
+        note = "Anything that changes your data waits for your approval first"
+        if free:
+            note += " (except: " + "; ".join(free) + ")"
+        return f"I can {body}. {note}."

@@ -43,7 +43,8 @@ _COUNT_RE: Final = re.compile(
 )
 _STOP: Final = frozenset(
     "the a an my our your this that these those one ones from to for with about of on at in and me i it its "
-    "please re fw fwd by is are was were be called named titled subject thing stuff".split()
+    "please re fw fwd by is are was were be called named titled subject thing stuff them all both every "
+    "everything each as just again now too also actually can you could would will up out off".split()
 )
 _KIND_WORDS: Final = frozenset(
     "email emails mail mails message messages inbox event events meeting meetings appointment appointments "

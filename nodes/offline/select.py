@@ -70,6 +70,8 @@ def pick_ids(turn: Turn, kind: str, target: str, *, bulk: bool) -> list[str] | R
     one, many = NOUNS.get(kind, ("item", "items"))
     rows = _rows_of(turn, kind)
     positions = find_positions(target)
+    if positions is not None and positions.mode == "all" and rows and match_rows(target, rows) is not None:
+        positions = None  # "all the emails from GitHub": the label narrows "all"
     if positions is not None and positions.mode != "that":
         if not rows:
             return clarify(f"Which {one} do you mean? I don't have a recent list of your {many} — ask me to list them first.")

@@ -28,7 +28,7 @@ from typing import Final
 
 from nodes.offline.text import NUMBER_WORDS, number_of
 
-__all__ = ["Span", "When", "find_duration", "find_offset", "find_range_minutes", "find_when", "on_day"]
+__all__ = ["Span", "When", "day_name", "find_amount", "find_duration", "find_offset", "find_range_minutes", "find_when", "on_day"]
 
 Span = tuple[int, int]
 """A ``(start, end)`` character span in the normalised request."""
@@ -65,6 +65,9 @@ _DURATION_RE: Final = re.compile(
     rf"\bfor\s+(?:about\s+|around\s+)?(?:{_AMOUNT}|(?P<halfhour>half\s+an?\s+hour))"
     rf"|\b(?P<n2>\d+)\s*-?\s*(?P<unit2>minutes?|mins?|hours?|hr|h)(?=\s+\w)",
     re.I,
+)
+_BARE_AMOUNT_RE: Final = re.compile(
+    rf"\b(?:(?:by|for|another|an\s+extra|extra)\s+)?(?:{_AMOUNT}|(?P<halfhour>half\s+an?\s+hour))", re.I
 )
 _RANGE_RE: Final = re.compile(
     r"\bfrom\s+(?P<a>\d{1,2}(?::\d{2})?\s*(?:am|pm)?)\s*(?:to|until|till|-|–)\s*(?P<b>\d{1,2}(?::\d{2})?\s*(?:am|pm)?)\b"
@@ -109,11 +112,21 @@ class When:
     """The full time in the owner's timezone, when the phrase names one."""
     spans: tuple[Span, ...]
     """The character spans the phrase occupies, for cutting it out of titles."""
+    day_given: bool = True
+    """Whether the phrase named the day (false for "at 5pm", "noon", "in 2 hours")."""
 
     @property
     def has_time(self) -> bool:
         """Whether a time of day (or an offset from now) was given, not just a day."""
         return self.at is not None
+
+
+def day_name(day: date) -> str:
+    """``Friday 4 December`` (fixed English names, never the process locale)."""
+    names = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+    months = ("January", "February", "March", "April", "May", "June", "July", "August",
+              "September", "October", "November", "December")
+    return f"{names[day.weekday()]} {day.day} {months[day.month - 1]}"
 
 
 def on_day(day: date, clock: time, tz: tzinfo) -> datetime:
@@ -162,6 +175,17 @@ def find_duration(text: str, exclude: tuple[Span, ...] = ()) -> tuple[int, Span]
     Matches overlapping ``exclude`` (typically the spans of "in 30 minutes") are skipped.
     """
     for match in _DURATION_RE.finditer(text):
+        if any(s < match.end() and match.start() < e for s, e in exclude):
+            continue
+        minutes = _amount_minutes(match)
+        if minutes is not None and minutes > 0:
+            return round(minutes), match.span()
+    return None
+
+
+def find_amount(text: str, exclude: tuple[Span, ...] = ()) -> tuple[int, Span] | None:
+    """A bare amount of time ("30 minutes", "by an hour", "half an hour") in minutes, with its span."""
+    for match in _BARE_AMOUNT_RE.finditer(text):
         if any(s < match.end() and match.start() < e for s, e in exclude):
             continue
         minutes = _amount_minutes(match)
@@ -250,7 +274,7 @@ def find_when(text: str, now: datetime, tz: tzinfo) -> When | None:
         delta, span = offset
         if delta < timedelta(days=1):
             at = (now.astimezone(timezone.utc) + delta).astimezone(tz)
-            return When(at.date(), at, (span,))
+            return When(at.date(), at, (span,), day_given=False)
     spans: list[Span] = []
     day: date | None = None
     for match in _DAY_RE.finditer(text):
@@ -300,7 +324,7 @@ def find_when(text: str, now: datetime, tz: tzinfo) -> When | None:
         at = on_day(today, clock, tz)
         if at <= now:
             at = on_day(today + timedelta(days=1), clock, tz)
-        return When(at.date(), at, tuple(sorted(set(spans))))
+        return When(at.date(), at, tuple(sorted(set(spans))), day_given=False)
     return When(day, on_day(day, clock, tz), tuple(sorted(set(spans))))
 
 

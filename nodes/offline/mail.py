@@ -1,0 +1,193 @@
+"""Mail requests: list, read, send, trash (never a hard delete) and mark as read."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+from pydantic import TypeAdapter, ValidationError
+
+from nodes.offline.plan import Call, Plan, Turn, clarify
+from nodes.offline.refs import find_count
+from nodes.offline.select import pick_ids
+from nodes.offline.text import clean_fragment
+from tools.args import EmailAddress
+
+__all__ = ["is_send", "list_mail", "mark_read", "read_mail", "send_mail", "trash_mail"]
+
+_ADDRESS: Final = TypeAdapter(EmailAddress)
+_ADDR_RE: Final = re.compile(r"(?<![\w.+'-])[\w.%+'-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?<![.-])")
+_SEND_HEAD: Final = re.compile(
+    r"^(?:send|e-?mail(?!s)|mail(?!s)|write|compose|draft|shoot|drop|message|tell|ask|inform|notify|let)\b(?!\s+(?:from|list|inbox)\b)",
+    re.I,
+)
+_SEND_ANY: Final = re.compile(r"\b(?:send|e-?mail|write\s+to|message)\b", re.I)
+_SUBJECT_RE: Final = re.compile(
+    r"\b(?:with\s+(?:the\s+|a\s+)?)?(?:subject(?:\s+line)?|subj|titled|title[d]?)\s*(?:[:=-]|\bof\b|\bis\b)?\s*"
+    r"(?P<q>\"[^\"]+\"|'[^']+'|.+?)"
+    r"(?=\s*[,;.]?\s+(?:and\s+)?(?:body|saying|that\s+says|which\s+says|message|text|content|and\s+(?:say|tell|write))\b|\s*[,;]?\s*$)",
+    re.I,
+)
+_BODY_RE: Final = re.compile(
+    r"\b(?:saying|that\s+says|which\s+says|to\s+say|and\s+say|say(?=\s*:)|and\s+tell\s+(?:him|her|them)(?:\s+that)?"
+    r"|telling\s+(?:him|her|them)(?:\s+that)?|body|message|text|content"
+    r"|(?:and\s+)?let(?:ting)?\s+(?:him|her|them)\s+know(?:\s+that)?)\s*(?:[:=-]|\bis\b)?\s*(?P<b>.+)$",
+    re.I,
+)
+_AFTER_ADDR_RE: Final = re.compile(
+    r"@[\w.-]+\s*(?::\s*|\s+that\s+|\s+(?:know\s+)?that\s+|\s+know\s+)(?P<b>.+)$", re.I
+)
+_ABOUT_RE: Final = re.compile(r"\b(?:about|regarding|re:?)\s+(?P<a>.+?)(?=\s*[,;.]|\s+(?:saying|that\s+says)\b|$)", re.I)
+_NAME_RE: Final = re.compile(
+    r"^(?:send\s+(?:an?\s+)?(?:e-?mail|message|note|mail)\s+to|e-?mail|mail|write\s+(?:an?\s+(?:e-?mail|note)\s+)?to|message|tell|ask|send)\s+"
+    r"(?P<n>[A-Za-z][\w'-]*)",
+    re.I,
+)
+_NOT_NAMES: Final = frozenset({"a", "an", "the", "me", "my", "him", "her", "them", "it", "this", "that", "email", "mail", "message", "to"})
+_FROM_RE: Final = re.compile(
+    r"\b(?:from|by|sent\s+by)\s+(?P<w>[\w.+'-]+@[\w.-]+|[A-Za-z][\w'.-]*(?:\s+[A-Z][\w'-]*)?)", re.I
+)
+_TO_RE: Final = re.compile(r"\bto\s+(?P<w>[\w.+'-]+@[\w.-]+|[A-Z][\w'.-]*)")
+_DID_WRITE_RE: Final = re.compile(
+    r"^(?:did|has|have)\s+(?P<w>[\w.+'-]+@[\w.-]+|[A-Z][\w'-]*)\s+(?:e-?mail(?:ed)?|written|wr[io]te|replied|reply|sent|messaged|gotten\s+back|got\s+back)\b"
+)
+_NOT_SENDERS: Final = frozenset(
+    "today yesterday tomorrow this last the my earlier before recently week now home work anyone anybody someone "
+    "everyone inbox trash".split()
+)
+
+
+def is_send(text: str) -> bool:
+    """Whether ``text`` asks to send a message (a verb of sending at its head)."""
+    if _SEND_HEAD.search(text) is None:
+        return False
+    head = text.split(maxsplit=1)[0].lower()
+    if head in {"tell", "ask", "inform", "notify", "let"}:
+        return _ADDR_RE.search(text) is not None
+    if head in {"mail", "email", "e-mail"} and re.match(r"^\S+\s+(?:me|from|to\s+me)\b", text, re.I):
+        return False
+    return True
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:] if text else text
+
+
+def _unquote(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        return text[1:-1].strip()
+    return text
+
+
+def send_mail(turn: Turn) -> Plan:
+    """``mail.send``: recipients, subject and body from the request, or a question."""
+    text = turn.text
+    addresses: list[str] = []
+    for match in _ADDR_RE.finditer(text):
+        address = match.group(0)
+        try:
+            _ADDRESS.validate_python(address)
+        except ValidationError:
+            return clarify(f"{address!r} doesn't look like a valid email address. Which address should I use?")
+        if address not in addresses:
+            addresses.append(address)
+    if not addresses:
+        name = _NAME_RE.search(text)
+        if name and name.group("n").lower() not in _NOT_NAMES:
+            return clarify(f"What's {name.group('n')}'s email address?")
+        return clarify("Who should I send it to? I need their email address.")
+    subject_m = _SUBJECT_RE.search(text)
+    body_m = _BODY_RE.search(text) or _AFTER_ADDR_RE.search(text)
+    body = ""
+    if body_m is not None:
+        end = subject_m.start() if subject_m is not None and subject_m.start() > body_m.start("b") else len(text)
+        body = re.sub(r"[\s,;]+(?:and|with(?:\s+the)?)?\s*$", "", text[body_m.start("b") : end])
+        body = _unquote(body.strip())
+    subject = _unquote(subject_m.group("q")) if subject_m is not None else ""
+    about = _ABOUT_RE.search(text[: body_m.start()] if body_m is not None else text)
+    if not subject and about is not None:
+        subject = clean_fragment(about.group("a"))
+    if not body:
+        return clarify(f"What should the email to {', '.join(addresses)} say?")
+    if not subject:
+        first = re.split(r"(?<=[.!?])\s", body, maxsplit=1)[0]
+        words = first.split()
+        subject = " ".join(words[:8]).rstrip(".,;:!?") + ("…" if len(words) > 8 else "")
+    return Call(("mail", "send"), {"to": addresses, "subject": _cap(subject)[:200], "body": _cap(body)[:5000]})
+
+
+def _sender(text: str) -> str | None:
+    did = _DID_WRITE_RE.search(text)
+    if did is not None:
+        return did.group("w")
+    for match in _FROM_RE.finditer(text):
+        word = match.group("w").rstrip(".?!,")
+        first = word.split()[0].lower()
+        if first not in _NOT_SENDERS:
+            if len(word.split()) > 1 and word.split()[1].lower() in _NOT_SENDERS:
+                word = word.split()[0]
+            return word
+    return None
+
+
+def list_mail(turn: Turn, text: str | None = None) -> Plan:
+    """``mail.list``: folder, unread filter, sender filter and count from the request."""
+    text = turn.text if text is None else text
+    args: dict[str, Any] = {}
+    if re.search(r"\b(?:sent|outbox|outgoing|i\s+(?:sent|e-?mailed|wrote))\b", text, re.I):
+        args["folder"] = "sent"
+        to = _TO_RE.search(text)
+        if to is not None:
+            args["from_contains"] = to.group("w").rstrip(".?!,")
+    elif re.search(r"\b(?:trash|bin|deleted|trashed)\b", text, re.I):
+        args["folder"] = "trash"
+    if re.search(r"\b(?:new|unread|unseen|haven't\s+read|not\s+read|fresh)\b", text, re.I) and args.get("folder") != "sent":
+        args["unread_only"] = True
+    if "from_contains" not in args:
+        sender = _sender(text)
+        if sender is not None:
+            args["from_contains"] = sender[:100]
+    count = find_count(text)
+    if count is not None:
+        args["limit"] = min(max(count, 1), 25)
+    return Call(("mail", "list"), args)
+
+
+def read_mail(turn: Turn, target: str) -> Plan:
+    """``mail.read`` of one message from the latest list (or a filtered list when none is shown)."""
+    if not turn.recent.get("mail"):
+        sender = _sender(target)
+        if sender is not None:
+            return Call(("mail", "list"), {"from_contains": sender[:100]})
+    picked = pick_ids(turn, "mail", target, bulk=False)
+    if not isinstance(picked, list):
+        return picked
+    return Call(("mail", "read"), {"message_id": picked[0]})
+
+
+def _bulk_target(text: str, verb: re.Pattern[str]) -> str:
+    return verb.sub(" ", text)
+
+
+_TRASH_WORDS: Final = re.compile(
+    r"\b(?:delete|trash|remove|bin|discard|throw\s+(?:away|out)|get\s+rid\s+of|erase|junk|move|put)\b|\b(?:to|in|into)\s+(?:the\s+)?(?:trash|bin)\b",
+    re.I,
+)
+_READ_WORDS: Final = re.compile(r"\b(?:mark|flag|set)\b|\bas\s+(?:read|seen|opened)\b|\b(?:read|seen|opened)\b", re.I)
+
+
+def trash_mail(turn: Turn) -> Plan:
+    """``mail.trash`` (soft, reversible) of messages from the latest list."""
+    picked = pick_ids(turn, "mail", _bulk_target(turn.text, _TRASH_WORDS), bulk=True)
+    if not isinstance(picked, list):
+        return picked
+    return Call(("mail", "trash"), {"message_ids": picked[:20]})
+
+
+def mark_read(turn: Turn) -> Plan:
+    """``mail.mark_read`` of messages from the latest list."""
+    picked = pick_ids(turn, "mail", _bulk_target(turn.text, _READ_WORDS), bulk=True)
+    if not isinstance(picked, list):
+        return picked
+    return Call(("mail", "mark_read"), {"message_ids": picked[:20]})

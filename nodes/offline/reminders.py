@@ -1,0 +1,99 @@
+"""Reminder requests: list, create, cancel (soft) and snooze."""
+
+from __future__ import annotations
+
+import re
+from datetime import time
+from typing import Any, Final
+
+from nodes.offline.plan import Call, Plan, Turn, clarify
+from nodes.offline.refs import find_count
+from nodes.offline.select import cut, pick_ids
+from nodes.offline.text import clean_fragment
+from nodes.offline.times import day_name, find_amount, find_when, on_day
+
+__all__ = ["DEFAULT_REMINDER_TIME", "cancel_reminder", "create_reminder", "list_reminders", "snooze_reminder"]
+
+DEFAULT_REMINDER_TIME: Final = time(9)
+"""When a reminder for a day with no time fires ("remind me on friday to ...")."""
+
+_CREATE_HEAD: Final = re.compile(
+    r"^(?:don't\s+let\s+me\s+forget|(?:please\s+)?remind\s+(?:me|us)|(?:set|create|add|make|schedule)\s+(?:up\s+)?(?:me\s+)?(?:a|an)?\s*(?:new\s+)?reminder|new\s+reminder|reminder|(?:ping|nudge|alert)\s+me)"
+    r"\s*(?:to|about|that|of|for|:|-)?",
+    re.I,
+)
+
+
+def list_reminders(turn: Turn, text: str | None = None) -> Plan:
+    """``reminders.list``: scheduled (default) or all reminders, and a count."""
+    text = turn.text if text is None else text
+    args: dict[str, Any] = {}
+    if re.search(r"\b(?:all|past|old|older|previous|fired|done|cancell?ed|including|history)\b", text, re.I):
+        args["status"] = "all"
+    else:
+        args["status"] = "scheduled"
+    count = find_count(text)
+    if count is not None:
+        args["limit"] = min(max(count, 1), 50)
+    return Call(("reminders", "list"), args)
+
+
+def create_reminder(turn: Turn) -> Plan:
+    """``reminders.create``: what and when; a day with no time fires at 09:00."""
+    if turn.now is None or turn.tz is None:
+        return clarify("When should I remind you? I don't know your current date and time.")
+    text = turn.text
+    when = find_when(text, turn.now, turn.tz)
+    rest = cut(text, when.spans) if when is not None else text
+    head = _CREATE_HEAD.search(rest)
+    if head is not None:
+        rest = " " * head.end() + rest[head.end() :]
+    what = clean_fragment(re.sub(r"\s+", " ", rest))
+    what = re.sub(r"^(?:to|about|that|of)\s+", "", what, flags=re.I).strip("\"'")
+    if not what:
+        return clarify("What should I remind you about?")
+    if when is None:
+        return clarify(f"When should I remind you to {what}?" if not what.lower().startswith("the ") else "When should I remind you?")
+    due = when.at if when.at is not None else on_day(when.day, DEFAULT_REMINDER_TIME, turn.tz)
+    if due <= turn.now:
+        if when.at is None:
+            return clarify(f"What time on {day_name(when.day)}?")
+        return clarify("That time has already passed. When should I remind you?")
+    return Call(("reminders", "create"), {"text": what[:300], "due_at": due.isoformat()})
+
+
+_CANCEL_WORDS: Final = re.compile(
+    r"\b(?:cancel|delete|remove|drop|scrap|clear|turn\s+off|stop|kill|get\s+rid\s+of|i\s+don't\s+need|no\s+longer\s+need|anymore|any\s+more)\b",
+    re.I,
+)
+
+
+def cancel_reminder(turn: Turn) -> Plan:
+    """``reminders.cancel`` of one reminder from the latest list."""
+    picked = pick_ids(turn, "reminders", _CANCEL_WORDS.sub(" ", turn.text), bulk=False)
+    if not isinstance(picked, list):
+        return picked
+    return Call(("reminders", "cancel"), {"reminder_id": picked[0]})
+
+
+_SNOOZE_WORDS: Final = re.compile(
+    r"\b(?:snooze|postpone|delay|push(?:\s+back)?|back|later|remind\s+me\s+again|again|by|for)\b", re.I
+)
+
+
+def snooze_reminder(turn: Turn) -> Plan:
+    """``reminders.snooze`` of one reminder by the amount asked (default: the model's 60 minutes)."""
+    text = turn.text
+    amount = find_amount(text)
+    if amount is None and turn.now is not None and turn.tz is not None:
+        offset = find_when(text, turn.now, turn.tz)
+        if offset is not None and offset.at is not None and not offset.day_given and re.search(r"\bin\s", text, re.I):
+            amount = (round((offset.at - turn.now).total_seconds() / 60), offset.spans[0])
+    target = cut(text, [amount[1]]) if amount is not None else text
+    picked = pick_ids(turn, "reminders", _SNOOZE_WORDS.sub(" ", target), bulk=False)
+    if not isinstance(picked, list):
+        return picked
+    args: dict[str, Any] = {"reminder_id": picked[0]}
+    if amount is not None:
+        args["minutes"] = min(max(amount[0], 5), 10080)
+    return Call(("reminders", "snooze"), args)

@@ -1,0 +1,85 @@
+"""Task requests: list, create (with an optional due date) and complete (reversible)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+from nodes.offline.plan import Call, Plan, Turn, clarify
+from nodes.offline.refs import find_count
+from nodes.offline.select import cut, pick_ids
+from nodes.offline.text import clean_fragment
+from nodes.offline.times import find_when
+
+__all__ = ["complete_task", "create_task", "list_tasks"]
+
+_CREATE_HEAD: Final = re.compile(
+    r"^(?:(?:add|create|make|put|new|jot\s+down|note\s+down|write\s+down|note|track|log)\b(?:\s+(?:a|an|the|me|some))?(?:\s+new)?"
+    r"(?:\s+(?:task|todo|to\s+do|item|entry))?\s*(?:to\s+(?!my\b|the\b)|:|-|for|called|named|titled|that\s+says)?"
+    r"|(?:task|todo)\s*[:-]?)",
+    re.I,
+)
+_LIST_TAIL: Final = re.compile(
+    r"\b(?:to|on|onto|in|into)\s+(?:my|the)\s+(?:todo|task|tasks|to\s+do|shopping|grocery)?\s*(?:list|tasks|todos?)\b", re.I
+)
+_DUE_WORD: Final = re.compile(r"\b(?:due(?:\s+(?:on|by))?|deadline(?:\s+is)?)\s*$", re.I)
+
+
+def list_tasks(turn: Turn, text: str | None = None) -> Plan:
+    """``tasks.list``: open (default), done or all tasks, and a count."""
+    text = turn.text if text is None else text
+    args: dict[str, Any] = {}
+    if re.search(r"\b(?:all(?:\s+(?:of\s+)?my)?\s+(?:tasks|todos?)|including\s+(?:the\s+)?(?:done|completed|finished)|everything\s+on|every\s+task)\b", text, re.I):
+        args["status"] = "all"
+    elif re.search(r"\b(?:done|completed|finished|closed|ticked\s+off|checked\s+off|crossed\s+off)\b", text, re.I) and not re.search(r"\bnot\s+(?:yet\s+)?(?:done|completed|finished)\b", text, re.I):
+        args["status"] = "done"
+    else:
+        args["status"] = "open"
+    count = find_count(text)
+    if count is not None:
+        args["limit"] = min(max(count, 1), 50)
+    return Call(("tasks", "list"), args)
+
+
+def create_task(turn: Turn) -> Plan:
+    """``tasks.create``: the title, and a due date when the request names a day."""
+    text = turn.text
+    spans: list[tuple[int, int]] = []
+    due: str | None = None
+    if turn.now is not None and turn.tz is not None:
+        when = find_when(text, turn.now, turn.tz)
+        if when is not None:
+            if when.day < turn.now.date():
+                return clarify("That date has already passed. When is it due?")
+            due = when.day.isoformat()
+            spans.extend(when.spans)
+    rest = cut(text, spans)
+    head = _CREATE_HEAD.search(rest)
+    if head is not None:
+        rest = " " * head.end() + rest[head.end() :]
+    rest = _LIST_TAIL.sub(" ", rest)
+    rest = re.sub(r"\s+", " ", rest).strip()
+    rest = _DUE_WORD.sub("", rest)
+    title = clean_fragment(rest).strip("\"'")
+    if not title:
+        return clarify("What's the task?")
+    args: dict[str, Any] = {"title": (title[:1].upper() + title[1:])[:200]}
+    if due is not None:
+        args["due_date"] = due
+    return Call(("tasks", "create"), args)
+
+
+_DONE_WORDS: Final = re.compile(
+    r"\b(?:mark(?:ed)?|set|tick(?:ed)?\s+off|check(?:ed)?\s+off|cross(?:ed)?\s+off|complete[d]?|finish(?:ed)?|did|done|close[d]?|"
+    r"as\s+(?:done|complete[d]?|finished)|i'?m|i\s+am|i(?:'ve|\s+have)?|with|off)\b",
+    re.I,
+)
+
+
+def complete_task(turn: Turn) -> Plan:
+    """``tasks.complete`` of one task from the latest list."""
+    target = _DONE_WORDS.sub(" ", turn.text)
+    picked = pick_ids(turn, "tasks", target, bulk=False)
+    if not isinstance(picked, list):
+        return picked
+    return Call(("tasks", "complete"), {"task_id": picked[0]})
