@@ -1,0 +1,76 @@
+"""Reads chain within a step budget; a list runs once per turn; the naturalizer model and its fallback."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from graph.checkpointer import open_checkpointer
+from graph.db import Database
+from graph.runner import TurnRunner
+from graph.services import Services
+from graph.state import Context
+from graph.turn import build_graph
+from tests.fakes import ScriptedModel, call, say
+from tests.harness import Turns
+
+
+async def test_list_then_read_chains_in_one_turn(turns: Turns, model: ScriptedModel, ctx: Context) -> None:
+    model.push(call("mail__list", {"unread_only": True}), call("mail__read", {"message_id": "#1"}), say(""))
+    out = await turns.send(ctx, ctx.owner_id + "/chain", "read my newest unread mail")
+    assert out.outcome == "read"
+    assert [e["data"]["action"] for e in out.events if e["type"] == "tool_start"] == ["list", "read"]
+    assert out.reply is not None and "Lunch today?" in out.reply
+
+
+async def test_the_step_budget_bounds_a_turn(turns: Turns, model: ScriptedModel, ctx: Context) -> None:
+    model.push(
+        call("mail__list", {}),
+        call("mail__read", {"message_id": "#1"}),
+        call("mail__read", {"message_id": "#2"}),
+    )
+    out = await turns.send(ctx, ctx.owner_id + "/budget", "read everything")
+    assert len([e for e in out.events if e["type"] == "tool_start"]) == 3  # default budget, then the reply
+
+
+async def test_the_same_list_runs_at_most_once_per_turn(turns: Turns, model: ScriptedModel, ctx: Context) -> None:
+    model.push(call("calendar__list", {"range": "today"}), call("calendar__list", {"range": "today"}))
+    out = await turns.send(ctx, ctx.owner_id + "/once", "calendar")
+    assert len([e for e in out.events if e["type"] == "tool_start"]) == 1
+    assert out.reply is not None and "Standup" in out.reply
+
+
+async def test_a_naturalizer_model_phrases_the_result_from_fenced_data(
+    services: Services, db: Database, model: ScriptedModel, ctx: Context
+) -> None:
+    phraser = ScriptedModel(steps=[say("You have three things today, starting with Standup at 9.")])
+    svc = replace(services, naturalizer_model=phraser)
+    turns = Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
+    model.push(call("calendar__list", {"range": "today"}), say(""))
+    out = await turns.send(ctx, ctx.owner_id + "/phrase", "what's on today")
+    assert out.reply == "You have three things today, starting with Standup at 9."
+    system = str(phraser.prompts[0][0].content)
+    assert "<data kind=tool_result" in system and "Standup" in system
+    phraser.assert_complete()
+
+
+async def test_a_failing_naturalizer_falls_back_to_the_grounded_renderer(
+    services: Services, db: Database, model: ScriptedModel, ctx: Context
+) -> None:
+    broken = ScriptedModel(steps=[])  # raises: script exhausted
+    svc = replace(services, naturalizer_model=broken)
+    turns = Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
+    model.push(call("calendar__list", {"range": "today"}), say(""))
+    out = await turns.send(ctx, ctx.owner_id + "/fallback", "what's on today")
+    assert out.reply is not None and "Standup" in out.reply and "Design review" in out.reply
+
+
+async def test_a_naturalizer_claiming_a_write_during_a_read_is_rewritten(
+    services: Services, db: Database, model: ScriptedModel, ctx: Context
+) -> None:
+    liar = ScriptedModel(steps=[say("I've cancelled your standup for you.")])
+    svc = replace(services, naturalizer_model=liar)
+    turns = Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
+    model.push(call("calendar__list", {"range": "today"}), say(""))
+    out = await turns.send(ctx, ctx.owner_id + "/liar", "what's on today")
+    assert out.reply is not None and "cancelled" not in out.reply and "nothing was changed" in out.reply
+    liar.assert_complete()
