@@ -22,6 +22,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Gate, Plan, RecentList, TurnState
 from nodes._common import sink_for, thread_id_of
+from policies.arguments import load_args
 from policies.errors import TollgateError, Transient
 from policies.fencing import fence, new_nonce
 from policies.ids import bind_ids
@@ -42,7 +43,7 @@ def _idem_key(state: TurnState, plan: Plan, thread_id: str) -> str:
 
 async def _run_once(svc: Services, spec: ActionSpec, ctx: Context, plan: Plan, key: str | None) -> tuple[ActionResult, bool]:
     """One attempt in one transaction; returns the result and whether it was a ledger replay."""
-    args = spec.args.model_validate(plan["args"])
+    args = load_args(spec.args, plan["args"])
     try:
         async with svc.db.pool.connection() as conn:
             async with conn.transaction():

@@ -20,6 +20,7 @@ from graph.services import ServicesProvider
 from graph.state import Context, Gate, Pending, Plan, TurnState
 from nodes._common import sink_for, thread_id_of
 from policies.approval import ApprovalClaims, derive_nonce, mint_token
+from policies.arguments import load_args
 from policies.errors import TollgateError
 from policies.hitl import ApprovalRequest
 from tools.registry import ExecContext, function_name
@@ -63,7 +64,7 @@ def make_propose(provider: ServicesProvider) -> Any:
             async with svc.db.pool.connection() as conn, conn.transaction():
                 await conn.execute("SET TRANSACTION READ ONLY")
                 preview = await spec.preview(
-                    ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), spec.args.model_validate(plan["args"])
+                    ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), load_args(spec.args, plan["args"])
                 )
         except TollgateError as exc:
             sink.emit("error", code=exc.code, message=exc.message)

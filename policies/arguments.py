@@ -33,6 +33,7 @@ __all__ = [
     "IdRef",
     "SafeText",
     "unsafe_text_reason",
+    "load_args",
     "validate_args",
 ]
 
@@ -161,3 +162,12 @@ def validate_args(model: type[BaseModel], raw: object) -> ArgsVerdict:
     except ValidationError as exc:
         return ArgsVerdict(None, tuple(_describe(e) for e in exc.errors(include_input=False)))
     return ArgsVerdict(value)
+
+
+def load_args(model: type[BaseModel], args: dict[str, Any]) -> BaseModel:
+    """Rebuild a model from arguments that already passed :func:`validate_args` (JSON values).
+
+    Decoded in JSON mode like the first time, so ISO date strings and the like round-trip under
+    the strict models; a value that no longer validates raises ``ValidationError``.
+    """
+    return model.model_validate_json(json.dumps(args, allow_nan=False))

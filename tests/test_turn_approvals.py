@@ -180,3 +180,21 @@ async def test_new_message_supersedes_a_pending_approval(
     with pytest.raises(ApprovalInvalid):
         await turns.runner.resume(ctx, ctx.owner_id + "/t-supersede", {"token": token, "decisions": [{"type": "approve"}]})
     assert (await _events(db, ctx.owner_id))["Lunch with Sam"] == "confirmed"
+
+
+async def test_creating_an_event_round_trips_its_time_through_the_approval(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database
+) -> None:
+    model.push(call("calendar__create", {"title": "Lunch with Ana", "start": "2026-12-01T13:00:00+01:00", "duration_minutes": 60}))
+    out = await turns.send(ctx, ctx.owner_id + "/create", "schedule lunch with Ana tomorrow at 1pm for an hour")
+    assert out.approval is not None and "Lunch with Ana" in out.approval.preview
+    done = await turns.decide(ctx, out.approval.approval_id, {"type": "approve"})
+    assert done.outcome == "executed"
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT starts_at, ends_at FROM calendar_events WHERE owner_id = %s AND title = 'Lunch with Ana'", (ctx.owner_id,)
+        )
+        rows = await cur.fetchall()
+    assert len(rows) == 1
+    assert rows[0]["starts_at"].isoformat() == "2026-12-01T12:00:00+00:00"
+    assert (rows[0]["ends_at"] - rows[0]["starts_at"]).total_seconds() == 3600

@@ -13,14 +13,20 @@ from nodes.offline.select import cut, pick_ids
 from nodes.offline.text import clean_fragment
 from nodes.offline.times import When, day_name, find_amount, find_duration, find_range_minutes, find_when, on_day
 
-__all__ = ["cancel_event", "create_event", "get_event", "list_events", "update_event"]
+__all__ = ["REPEATING", "cancel_event", "create_event", "get_event", "list_events", "update_event"]
 
 _CREATE_HEAD: Final = re.compile(
     r"^(?:schedule|book|set\s+up|arrange|organi[sz]e|plan|pencil(?:\s+me)?\s+in|block(?:\s+out|\s+off)?(?:\s+time)?|add|create|put|make|new|insert|calendar)\b"
-    r"(?:\s+(?:me|us))?(?:\s+in)?(?:\s+(?:a|an|the|my|some))?(?:\s+new)?"
+    r"(?:\s+(?:me|us)\b)?(?:\s+in\b)?(?:\s+(?:a|an|the|my|some)\b)?(?:\s+new\b)?"
     r"(?:\s+(?:calendar\s+)?(?:event|entry|appointment|meeting|slot)?\s*(?:called|named|titled|for|:|-))?",
     re.I,
 )
+REPEATING: Final = re.compile(
+    r"\bevery\s+(?:day|morning|evening|night|week|weekday|month|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday|other)\b"
+    r"|\b(?:daily|weekly|monthly|yearly|annually|recurring|repeating)\b",
+    re.I,
+)
+"""Recurrence: neither built-in tool can repeat, so such requests get a question, not one item."""
 _CAL_TAIL: Final = re.compile(r"\b(?:to|on|in|into|onto)\s+(?:my|the)\s+(?:calendar|agenda|diary|schedule)\b", re.I)
 _LOCATION_RE: Final = re.compile(
     r"\b(?:at|in)\s+(?P<loc>(?:the\s+)?(?:office|home|gym|library|park|cafe|café|restaurant|clinic|hospital|school|studio|"
@@ -36,6 +42,8 @@ _NOT_PLACES: Final = frozenset(
 def _day_range(turn: Turn, text: str) -> str:
     if re.search(r"\b(?:next|coming|following)\s+(?:7|seven)\s+days\b|\bnext\s+(?:few|couple(?:\s+of)?)\s+days\b|\bnext\s+week\b|\bcoming\s+week\b|\bweek\s+ahead\b", text, re.I):
         return "next_7_days"
+    if re.search(r"\bmy\s+day\b", text, re.I):
+        return "today"
     if re.search(r"\b(?:this|the|my|rest\s+of\s+the)\s+week(?:end)?\b|\bweekly\b|\bthis\s+weekend\b", text, re.I):
         return "this_week"
     if re.search(r"\b(?:upcoming|coming\s+up|next\s+(?:event|meeting|appointment)s?|what'?s\s+next|soon|later|ahead)\b", text, re.I):
@@ -77,7 +85,7 @@ def get_event(turn: Turn, target: str) -> Plan:
     """``calendar.get`` of one event from the latest list."""
     if not turn.recent.get("calendar"):
         return list_events(turn, target)
-    picked = pick_ids(turn, "calendar", target, bulk=False)
+    picked = pick_ids(turn, "calendar", target, bulk=False, by_day=True)
     if not isinstance(picked, list):
         return picked
     return Call(("calendar", "get"), {"event_id": picked[0]})
@@ -85,7 +93,7 @@ def get_event(turn: Turn, target: str) -> Plan:
 
 def cancel_event(turn: Turn, target: str) -> Plan:
     """``calendar.cancel_event`` (soft, reversible) of one event from the latest list."""
-    picked = pick_ids(turn, "calendar", target, bulk=False)
+    picked = pick_ids(turn, "calendar", target, bulk=False, by_day=True)
     if not isinstance(picked, list):
         return picked
     return Call(("calendar", "cancel_event"), {"event_id": picked[0]})
@@ -108,6 +116,8 @@ def create_event(turn: Turn) -> Plan:
         return clarify("When should it be? I don't know your current date and time.")
     text = turn.text
     when = find_when(text, turn.now, turn.tz)
+    if REPEATING.search(text):
+        return clarify("I can't create repeating events yet. Shall I add just the next one? Tell me its day and time.")
     if when is None:
         return clarify("When should it be? For example “tomorrow at 3pm”.")
     if when.at is None:
@@ -124,9 +134,10 @@ def create_event(turn: Turn) -> Plan:
         args["duration_minutes"] = min(max(duration[0], 5), 1440)
         spans.append(duration[1])
     rest = cut(text, spans)
+    rest = re.sub(r"\s+", " ", rest).strip(" ,")
     head = _CREATE_HEAD.search(rest)
     if head is not None:
-        rest = " " * head.end() + rest[head.end() :]
+        rest = rest[head.end() :]
     rest = _CAL_TAIL.sub(" ", rest)
     place = _location(rest)
     if place is not None:

@@ -13,7 +13,7 @@ from nodes.offline.select import pick_ids
 from nodes.offline.text import clean_fragment
 from tools.args import EmailAddress
 
-__all__ = ["is_send", "list_mail", "mark_read", "read_mail", "send_mail", "trash_mail"]
+__all__ = ["is_send", "list_mail", "mark_read", "read_mail", "recipient_hint", "wrote_to_me", "send_mail", "trash_mail"]
 
 _ADDRESS: Final = TypeAdapter(EmailAddress)
 _ADDR_RE: Final = re.compile(r"(?<![\w.+'-])[\w.%+'-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?<![.-])")
@@ -37,6 +37,8 @@ _BODY_RE: Final = re.compile(
 _AFTER_ADDR_RE: Final = re.compile(
     r"@[\w.-]+\s*(?::\s*|\s+that\s+|\s+(?:know\s+)?that\s+|\s+know\s+)(?P<b>.+)$", re.I
 )
+_AFTER_COLON_RE: Final = re.compile(r"@[\w.-]+\b.*?:\s+(?P<b>.+)$")
+_QUOTED_RE: Final = re.compile(r'"([^"]+)"|(?<!\w)\'(.+?)\'(?!\w)')
 _ABOUT_RE: Final = re.compile(r"\b(?:about|regarding|re:?)\s+(?P<a>.+?)(?=\s*[,;.]|\s+(?:saying|that\s+says)\b|$)", re.I)
 _NAME_RE: Final = re.compile(
     r"^(?:send\s+(?:an?\s+)?(?:e-?mail|message|note|mail)\s+to|e-?mail|mail|write\s+(?:an?\s+(?:e-?mail|note)\s+)?to|message|tell|ask|send)\s+"
@@ -49,7 +51,9 @@ _FROM_RE: Final = re.compile(
 )
 _TO_RE: Final = re.compile(r"\bto\s+(?P<w>[\w.+'-]+@[\w.-]+|[A-Z][\w'.-]*)")
 _DID_WRITE_RE: Final = re.compile(
-    r"^(?:did|has|have)\s+(?P<w>[\w.+'-]+@[\w.-]+|[A-Z][\w'-]*)\s+(?:e-?mail(?:ed)?|written|wr[io]te|replied|reply|sent|messaged|gotten\s+back|got\s+back)\b"
+    r"^(?:did|has|have)\s+(?!(?:i|you|we|they|he|she|anyone|anybody|someone|somebody|it)\b)(?P<w>[\w.+'-]+@[\w.-]+|[A-Za-z][\w'-]*)\s+"
+    r"(?:e-?mail(?:ed)?|written|wr[io]te|replied|reply|sent|send|messaged|gotten\s+back|got\s+back)\b",
+    re.I,
 )
 _NOT_SENDERS: Final = frozenset(
     "today yesterday tomorrow this last the my earlier before recently week now home work anyone anybody someone "
@@ -80,6 +84,14 @@ def _unquote(text: str) -> str:
     return text
 
 
+def _body_keyword(text: str) -> re.Match[str] | None:
+    """The first "saying ..." / "body ..." clause, never the opening verb ("message bob@x: hi")."""
+    for match in _BODY_RE.finditer(text):
+        if match.start() > 0 and not _ADDR_RE.match(match.group("b")):
+            return match
+    return None
+
+
 def send_mail(turn: Turn) -> Plan:
     """``mail.send``: recipients, subject and body from the request, or a question."""
     text = turn.text
@@ -98,12 +110,14 @@ def send_mail(turn: Turn) -> Plan:
             return clarify(f"What's {name.group('n')}'s email address?")
         return clarify("Who should I send it to? I need their email address.")
     subject_m = _SUBJECT_RE.search(text)
-    body_m = _BODY_RE.search(text) or _AFTER_ADDR_RE.search(text)
+    body_m = _body_keyword(text) or _AFTER_ADDR_RE.search(text) or _AFTER_COLON_RE.search(text)
     body = ""
     if body_m is not None:
         end = subject_m.start() if subject_m is not None and subject_m.start() > body_m.start("b") else len(text)
         body = re.sub(r"[\s,;]+(?:and|with(?:\s+the)?)?\s*$", "", text[body_m.start("b") : end])
         body = _unquote(body.strip())
+    if not body and (quoted := _QUOTED_RE.search(text)) is not None:
+        body = (quoted.group(1) or quoted.group(2)).strip()
     subject = _unquote(subject_m.group("q")) if subject_m is not None else ""
     about = _ABOUT_RE.search(text[: body_m.start()] if body_m is not None else text)
     if not subject and about is not None:
@@ -115,6 +129,23 @@ def send_mail(turn: Turn) -> Plan:
         words = first.split()
         subject = " ".join(words[:8]).rstrip(".,;:!?") + ("…" if len(words) > 8 else "")
     return Call(("mail", "send"), {"to": addresses, "subject": _cap(subject)[:200], "body": _cap(body)[:5000]})
+
+
+def wrote_to_me(text: str) -> bool:
+    """"Did Sam email me?", "has github sent anything?": a question about received mail."""
+    return _DID_WRITE_RE.search(text) is not None
+
+
+def recipient_hint(text: str) -> str | None:
+    """Who a message was (or would be) sent to: an address, or a name after the verb."""
+    address = _ADDR_RE.search(text)
+    if address is not None:
+        return address.group(0)
+    name = _NAME_RE.search(text)
+    if name and name.group("n").lower() not in _NOT_NAMES:
+        return name.group("n")
+    to = _TO_RE.search(text)
+    return to.group("w") if to is not None else None
 
 
 def _sender(text: str) -> str | None:
@@ -166,20 +197,9 @@ def read_mail(turn: Turn, target: str) -> Plan:
     return Call(("mail", "read"), {"message_id": picked[0]})
 
 
-def _bulk_target(text: str, verb: re.Pattern[str]) -> str:
-    return verb.sub(" ", text)
-
-
-_TRASH_WORDS: Final = re.compile(
-    r"\b(?:delete|trash|remove|bin|discard|throw\s+(?:away|out)|get\s+rid\s+of|erase|junk|move|put)\b|\b(?:to|in|into)\s+(?:the\s+)?(?:trash|bin)\b",
-    re.I,
-)
-_READ_WORDS: Final = re.compile(r"\b(?:mark|flag|set)\b|\bas\s+(?:read|seen|opened)\b|\b(?:read|seen|opened)\b", re.I)
-
-
 def trash_mail(turn: Turn) -> Plan:
     """``mail.trash`` (soft, reversible) of messages from the latest list."""
-    picked = pick_ids(turn, "mail", _bulk_target(turn.text, _TRASH_WORDS), bulk=True)
+    picked = pick_ids(turn, "mail", turn.text, bulk=True, by_day=True)
     if not isinstance(picked, list):
         return picked
     return Call(("mail", "trash"), {"message_ids": picked[:20]})
@@ -187,7 +207,7 @@ def trash_mail(turn: Turn) -> Plan:
 
 def mark_read(turn: Turn) -> Plan:
     """``mail.mark_read`` of messages from the latest list."""
-    picked = pick_ids(turn, "mail", _bulk_target(turn.text, _READ_WORDS), bulk=True)
+    picked = pick_ids(turn, "mail", turn.text, bulk=True, by_day=True)
     if not isinstance(picked, list):
         return picked
     return Call(("mail", "mark_read"), {"message_ids": picked[:20]})

@@ -14,7 +14,7 @@ from typing import Any, Final, Literal
 
 from nodes.offline.text import ORDINAL_WORDS, number_of
 
-__all__ = ["Positions", "Row", "find_count", "find_positions", "match_rows", "resolve_positions", "tokens"]
+__all__ = ["Positions", "Row", "find_count", "find_positions", "match_rows", "names_an_item", "resolve_positions", "tokens"]
 
 Row = Mapping[str, Any]
 """One context row: ``{"position": int, "id": str, "label": str}``."""
@@ -24,17 +24,26 @@ _ONE: Final = rf"(?:(?P<w>{_ORD})|(?P<n>\d{{1,2}})(?:st|nd|rd|th)|#\s*(?P<h>\d{{
 _ONE_RE: Final = re.compile(rf"(?<!\w){_ONE}(?!\w)", re.I)
 _NOUN: Final = r"(?:e-?mails?|mails?|messages?|events?|meetings?|appointments?|tasks?|todos?|reminders?|items?|ones?|entries|entry)"
 _NOUN_NUM_RE: Final = re.compile(rf"\b{_NOUN}\s+(?:#\s*)?(?P<k>\d{{1,2}})\b(?!\s*(?:am|pm|:|minutes?|hours?|days?))", re.I)
+_BARE_NUM_RE: Final = re.compile(
+    r"^(?:mark|read|open|show|view|cancel|delete|trash|remove|bin|snooze|complete|finish|tick\s+off|check\s+off)\s+"
+    r"(?P<nums>\d{1,2}(?:\s*(?:,|and|&)\s*\d{1,2})*)\b(?!\s*(?:am|pm|:|minutes?|mins?|hours?|days?|weeks?|%))",
+    re.I,
+)
 _RANGE_RE: Final = re.compile(
     r"\b(?P<side>first|top|last|bottom|latest|newest|oldest)\s+(?P<n>\d{1,2}|two|three|four|five|six|seven|eight|nine|ten|couple(?:\s+of)?|few)\b"
     r"(?!\s*(?:am|pm|minutes?|hours?|days?|weeks?))",
     re.I,
 )
 _ALL_RE: Final = re.compile(
-    rf"\b(?:all\s+(?:of\s+)?(?:them|these|those|(?:the|my|these|those)\s+{_NOUN}|{_NOUN})|(?:them|these|those)\s+all|all\b(?!\s+(?:day|week|night))|every\s*(?:one|thing|{_NOUN})|everything|each\s+(?:one|of\s+them))",
+    rf"\b(?:them|these|those|all\s+(?:of\s+)?(?:them|these|those|(?:the|my|these|those)\s+{_NOUN}|{_NOUN})|(?:them|these|those)\s+all|all\b(?!\s+(?:day|week|night))|every\s*(?:one|thing|{_NOUN})|everything|each\s+(?:one|of\s+them))",
     re.I,
 )
 _LAST_RE: Final = re.compile(r"\b(?P<pen>second[\s-]+to[\s-]+last|penultimate|next[\s-]+to[\s-]+last)\b|\b(?:the\s+)?last(?:\s+" + _NOUN + r")?\b(?!\s+(?:week|night|month|year|time))", re.I)
-_THAT_RE: Final = re.compile(r"\b(?:that|it|this|this\s+one|that\s+one|the\s+one|them)\b", re.I)
+_THAT_RE: Final = re.compile(
+    r"\b(?:that|it|this|this\s+one|that\s+one|the\s+one)\b"
+    r"(?!\s+(?:week|weekend|morning|afternoon|evening|month|year|time|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b)",
+    re.I,
+)
 _COUNT_RE: Final = re.compile(
     r"\b(?:first|top|last|latest|newest|recent|next|up\s+to|max(?:imum)?|only)\s+(?P<a>\d{1,3}|[a-z]+)\b"
     r"|\b(?P<b>\d{1,3}|two|three|four|five|six|seven|eight|nine|ten|twenty|fifteen|twelve)\s+(?:most\s+recent\s+|latest\s+|newest\s+|recent\s+|unread\s+|new\s+|upcoming\s+|open\s+|next\s+|more\s+)*"
@@ -42,9 +51,22 @@ _COUNT_RE: Final = re.compile(
     re.I,
 )
 _STOP: Final = frozenset(
-    "the a an my our your this that these those one ones from to for with about of on at in and me i it its "
-    "please re fw fwd by is are was were be called named titled subject thing stuff them all both every "
-    "everything each as just again now too also actually can you could would will up out off".split()
+    # articles, pronouns, connectives, and the command and question words: they say what to do,
+    # never which item
+    "the a an my our your this that these those one ones from to for with about of on at in and me i it "
+    "its please re fw fwd by is are was were be called named titled subject thing stuff them all both "
+    "every everything each as just again now too also actually can you could would will up out off read "
+    "open show view display tell more details detail info say says does do did what whats when where "
+    "which how cancel cancelled canceled cancelling delete deleted remove removed trash trashed bin mark "
+    "marked move moved reschedule snooze snoozed complete completed finish finished done check tick cross "
+    "get rid sent send want need don't dont not no still anymore time scrap drop axe abort kill erase "
+    "junk discard postpone push delay shift bump rename change update edit set make add create schedule "
+    "book remind ping put throw away rid been be being has have had got write wrote written wants".split()
+)
+_PHRASAL: Final = re.compile(
+    r"\b(?:call(?:ed)?\s+off|get\s+rid\s+of|tick(?:ed)?\s+off|check(?:ed)?\s+off|cross(?:ed)?\s+off|push(?:ed)?\s+back|"
+    r"throw\s+(?:away|out)|turn\s+off|take\s+a\s+look\s+at|look\s+at)\b",
+    re.I,
 )
 _KIND_WORDS: Final = frozenset(
     "email emails mail mails message messages inbox event events meeting meetings appointment appointments "
@@ -88,6 +110,9 @@ def find_positions(text: str) -> Positions | None:
         value = _one_value(match)
         if value is not None and value not in items:
             items.append(value)
+    bare = _BARE_NUM_RE.search(text)
+    if bare is not None:
+        items.extend(int(n) for n in re.findall(r"\d+", bare.group("nums")) if int(n) not in items)
     for match in _NOUN_NUM_RE.finditer(text):
         value = int(match.group("k"))
         if value not in items:
@@ -133,10 +158,14 @@ def tokens(text: str) -> list[str]:
 
 
 def _stem(word: str) -> str:
+    """A crude English stem, enough for "failed"/"failure"/"fails" or "meetings"/"meeting"."""
     word = word.strip(".")
-    for suffix in ("ies", "es", "s"):
-        if len(word) > 4 and word.endswith(suffix):
-            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    for suffix in ("ies", "ing", "ed", "ure", "es", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            word = word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+            break
+    if len(word) > 4 and word[-1] == word[-2]:
+        word = word[:-1]  # "cancell(ed)" -> "cancel", "call(ed)" stays "call" (too short)
     return word
 
 
@@ -153,10 +182,20 @@ def _token_hits(query: str, label_tokens: Sequence[str]) -> bool:
     return False
 
 
-def match_rows(query: str, rows: Sequence[Row]) -> list[Row] | None:
-    """Rows whose label contains every content word of ``query``; ``None`` if it has none."""
+def names_an_item(query: str) -> bool:
+    """Whether ``query`` has a content word that could match a label ("the standup", not "the 2nd one")."""
+    return any(w not in _STOP and w not in _KIND_WORDS for w in tokens(_PHRASAL.sub(" ", query)))
+
+
+def match_rows(query: str, rows: Sequence[Row], *, kind_words: bool = True) -> list[Row] | None:
+    """Rows whose label contains every content word of ``query``; ``None`` if it has none.
+
+    Kind nouns ("email", "meeting") are only required when nothing else names the item, and
+    not at all without ``kind_words``.
+    """
+    query = _PHRASAL.sub(" ", query)
     words = [w for w in tokens(query) if w not in _STOP]
-    required = [w for w in words if w not in _KIND_WORDS] or words
+    required = [w for w in words if w not in _KIND_WORDS] or (words if kind_words else [])
     if not required:
         return None
     out = [row for row in rows if all(_token_hits(w, tokens(str(row.get("label", "")))) for w in required)]

@@ -10,6 +10,7 @@ from nodes.offline.plan import Call, Plan, Turn, clarify
 from nodes.offline.refs import find_count
 from nodes.offline.select import cut, pick_ids
 from nodes.offline.text import clean_fragment
+from nodes.offline.events import REPEATING
 from nodes.offline.times import day_name, find_amount, find_when, on_day
 
 __all__ = ["DEFAULT_REMINDER_TIME", "cancel_reminder", "create_reminder", "list_reminders", "snooze_reminder"]
@@ -18,7 +19,7 @@ DEFAULT_REMINDER_TIME: Final = time(9)
 """When a reminder for a day with no time fires ("remind me on friday to ...")."""
 
 _CREATE_HEAD: Final = re.compile(
-    r"^(?:don't\s+let\s+me\s+forget|(?:please\s+)?remind\s+(?:me|us)|(?:set|create|add|make|schedule)\s+(?:up\s+)?(?:me\s+)?(?:a|an)?\s*(?:new\s+)?reminder|new\s+reminder|reminder|(?:ping|nudge|alert)\s+me)"
+    r"^(?:don't\s+(?:let\s+me\s+)?forget|(?:please\s+)?remind\s+(?:me|us)\b|(?:set|create|add|make|schedule)\s+(?:up\s+)?(?:me\s+)?(?:a|an)?\s*(?:new\s+)?reminder|new\s+reminder|reminder|(?:ping|nudge|alert)\s+me)"
     r"\s*(?:to|about|that|of|for|:|-)?",
     re.I,
 )
@@ -45,15 +46,20 @@ def create_reminder(turn: Turn) -> Plan:
     text = turn.text
     when = find_when(text, turn.now, turn.tz)
     rest = cut(text, when.spans) if when is not None else text
+    rest = re.sub(r"\s+", " ", rest).strip(" ,")
     head = _CREATE_HEAD.search(rest)
     if head is not None:
-        rest = " " * head.end() + rest[head.end() :]
-    what = clean_fragment(re.sub(r"\s+", " ", rest))
+        rest = rest[head.end() :]
+    what = clean_fragment(re.sub(r"\s+", " ", rest), articles=False)
     what = re.sub(r"^(?:to|about|that|of)\s+", "", what, flags=re.I).strip("\"'")
     if not what:
         return clarify("What should I remind you about?")
+    if REPEATING.search(text):
+        return clarify("I can't set repeating reminders yet. Shall I set just the next one? Tell me when.")
     if when is None:
-        return clarify(f"When should I remind you to {what}?" if not what.lower().startswith("the ") else "When should I remind you?")
+        if re.search(r"\d|^(?:the|at|on|in|by)\b", what, re.I):
+            return clarify("When should I remind you? For example “tomorrow at 9am”.")
+        return clarify(f"When should I remind you to {what}?")
     due = when.at if when.at is not None else on_day(when.day, DEFAULT_REMINDER_TIME, turn.tz)
     if due <= turn.now:
         if when.at is None:
@@ -70,7 +76,7 @@ _CANCEL_WORDS: Final = re.compile(
 
 def cancel_reminder(turn: Turn) -> Plan:
     """``reminders.cancel`` of one reminder from the latest list."""
-    picked = pick_ids(turn, "reminders", _CANCEL_WORDS.sub(" ", turn.text), bulk=False)
+    picked = pick_ids(turn, "reminders", _CANCEL_WORDS.sub(" ", turn.text), bulk=False, by_day=True)
     if not isinstance(picked, list):
         return picked
     return Call(("reminders", "cancel"), {"reminder_id": picked[0]})
@@ -81,6 +87,22 @@ _SNOOZE_WORDS: Final = re.compile(
 )
 
 
+_UNTIL_RE: Final = re.compile(r"\b(?:until|till|til|to)\s+(?P<when>.+)$", re.I)
+
+
+def _minutes_until(turn: Turn, ref: str, when_text: str) -> int | None:
+    """Minutes from the reminder's listed due time to ``when_text`` ("until tomorrow morning")."""
+    if turn.now is None or turn.tz is None:
+        return None
+    row = next((r for r in turn.recent.get("reminders") or () if ref in (f"#{r.get('position')}", r.get("id"))), None)
+    target = find_when(when_text, turn.now, turn.tz)
+    due = find_when(str(row.get("label", "")), turn.now, turn.tz) if row is not None else None
+    if target is None or target.at is None or due is None or due.at is None:
+        return None
+    minutes = round((target.at - max(due.at, turn.now)).total_seconds() / 60)
+    return minutes if minutes >= 5 else None
+
+
 def snooze_reminder(turn: Turn) -> Plan:
     """``reminders.snooze`` of one reminder by the amount asked (default: the model's 60 minutes)."""
     text = turn.text
@@ -89,10 +111,16 @@ def snooze_reminder(turn: Turn) -> Plan:
         offset = find_when(text, turn.now, turn.tz)
         if offset is not None and offset.at is not None and not offset.day_given and re.search(r"\bin\s", text, re.I):
             amount = (round((offset.at - turn.now).total_seconds() / 60), offset.spans[0])
-    target = cut(text, [amount[1]]) if amount is not None else text
-    picked = pick_ids(turn, "reminders", _SNOOZE_WORDS.sub(" ", target), bulk=False)
+    until = _UNTIL_RE.search(text) if amount is None else None
+    target = cut(text, [amount[1]]) if amount is not None else (text[: until.start()] if until else text)
+    picked = pick_ids(turn, "reminders", _SNOOZE_WORDS.sub(" ", target), bulk=False, implicit_that=True)
     if not isinstance(picked, list):
         return picked
+    if until is not None:
+        minutes = _minutes_until(turn, picked[0], until.group("when"))
+        if minutes is None:
+            return clarify("By how long should I snooze it? For example “for 30 minutes” or “by 2 hours”.")
+        amount = (minutes, until.span())
     args: dict[str, Any] = {"reminder_id": picked[0]}
     if amount is not None:
         args["minutes"] = min(max(amount[0], 5), 10080)

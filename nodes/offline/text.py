@@ -19,12 +19,12 @@ _TYPOS: Final[dict[str, str]] = {
     "calnedar": "calendar", "tomorow": "tomorrow", "tommorow": "tomorrow", "tommorrow": "tomorrow",
     "tomorrw": "tomorrow", "tmrw": "tomorrow", "tmr": "tomorrow", "tmrow": "tomorrow",
     "tomorro": "tomorrow", "2morrow": "tomorrow", "tonite": "tonight", "tody": "today",
-    "todya": "today", "emial": "email", "emal": "email", "eamil": "email", "emails's": "emails",
+    "todya": "today", "emial": "email", "emal": "email", "eamil": "email",
     "mial": "mail", "inobx": "inbox", "inbx": "inbox", "reminer": "reminder",
     "remider": "reminder", "reminde": "reminder", "remindr": "reminder", "reminers": "reminders",
     "remnd": "remind", "rmind": "remind", "remidn": "remind", "shedule": "schedule",
     "schedual": "schedule", "scedule": "schedule", "schedul": "schedule", "cancle": "cancel",
-    "cancell": "cancel", "cnacel": "cancel", "cancelled": "cancelled", "meting": "meeting",
+    "cancell": "cancel", "cnacel": "cancel", "meting": "meeting",
     "meetng": "meeting", "mesage": "message", "messsage": "message", "msg": "message",
     "msgs": "messages", "appt": "appointment", "appointement": "appointment",
     "wendsday": "wednesday", "wednsday": "wednesday", "wensday": "wednesday",
@@ -35,7 +35,7 @@ _TYPOS: Final[dict[str, str]] = {
     "to-do": "todo", "to-dos": "todo", "taks": "task", "tsk": "task", "tasl": "task",
     "whats": "what's", "wats": "what's", "wat": "what", "im": "I'm", "dont": "don't",
     "didnt": "didn't", "doesnt": "doesn't", "shouldnt": "shouldn't", "mins": "minutes",
-    "hrs": "hours", "hr": "hour", "tmw": "tomorrow", "agenda": "calendar",
+    "hrs": "hours", "hr": "hour", "tmw": "tomorrow",
 }
 _TYPO_RE: Final = re.compile(r"(?<![\w@.-])(" + "|".join(map(re.escape, _TYPOS)) + r")(?![\w@-])", re.I)
 
@@ -44,7 +44,7 @@ _LEAD: Final = re.compile(
     r"^(?:(?:hey|hi|hello|ok|okay|so|um+|uh+|alright|right|yo)\b[\s,!.]*"
     r"|(?:tollgate|assistant|bot)\b[\s,:]*"
     r"|(?:please|kindly|quickly|just)\s+"
-    r"|(?:can|could|would|will)\s+you\s+(?:please\s+)?"
+    r"|(?:can|could|would|will)\s+you\s+(?:please\s+)?|(?:can|could)\s+we\s+(?:please\s+)?"
     r"|i\s*(?:'d|would)\s+like\s+(?:you\s+)?to\s+"
     r"|i\s+(?:want|need)\s+you\s+to\s+"
     r"|(?:go\s+ahead\s+and|help\s+me)\s+"
@@ -92,13 +92,17 @@ def number_of(word: str) -> float | None:
     return NUMBER_WORDS.get(re.sub(r"\s+", " ", word))
 
 
-def clean_fragment(text: str) -> str:
-    """A fragment trimmed of surrounding punctuation, quotes and dangling connectives."""
+def clean_fragment(text: str, *, articles: bool = True) -> str:
+    """A fragment trimmed of surrounding punctuation, quotes and dangling connectives.
+
+    With ``articles`` a leading "the"/"a"/"an" goes too ("a meeting with Bob" -> "meeting with Bob").
+    """
     text = re.sub(r"\s+", " ", text).strip(" \t,;:.-\"'")
+    lead = r"^(?:to|that|about|for|of|and|then|so|the|a|an)\s+" if articles else r"^(?:to|that|about|for|of|and|then|so)\s+"
     previous = None
     while previous != text:
         previous = text
-        text = re.sub(r"^(?:to|that|about|for|of|and|then|so|the|a|an)\s+", "", text, flags=re.I)
+        text = re.sub(lead, "", text, flags=re.I)
         text = re.sub(r"\s+(?:at|on|by|in|for|from|to|and|starting|due|due on|until)$", "", text, flags=re.I)
         text = text.strip(" \t,;:.-\"'")
     return text

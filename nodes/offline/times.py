@@ -46,6 +46,7 @@ _PERIODS: Final = {
     "morning": time(9), "afternoon": time(15), "evening": time(18), "tonight": time(20),
     "night": time(20), "noon": time(12), "midday": time(12), "lunchtime": time(12),
     "end of day": time(17), "end of the day": time(17), "eod": time(17), "midnight": time(0),
+    "first thing": time(9), "first thing in the morning": time(9),
 }
 _PM_WORDS: Final = frozenset({"afternoon", "evening", "tonight", "night"})
 
@@ -85,7 +86,8 @@ _CLOCK_RE: Final = re.compile(
     re.I,
 )
 _PERIOD_RE: Final = re.compile(
-    r"\b(?:(?:this|in\s+the|at|tomorrow|tmrw)\s+)?(?P<p>morning|afternoon|evening|tonight|night|noon|midday|lunchtime|midnight|end\s+of\s+(?:the\s+)?day|eod)\b",
+    r"\b(?:(?:this|in\s+the|at|by|tomorrow|tmrw)\s+)?(?:the\s+)?"
+    r"(?P<p>first\s+thing(?:\s+in\s+the\s+morning)?|morning|afternoon|evening|tonight|night|noon|midday|lunchtime|midnight|end\s+of\s+(?:the\s+)?day|eod)\b",
     re.I,
 )
 _DAY_RE: Final = re.compile(
@@ -290,7 +292,11 @@ def find_when(text: str, now: datetime, tz: tzinfo) -> When | None:
         clock_default = None
     period = _PERIOD_RE.search(text)
     period_word = re.sub(r"\s+", " ", period.group("p").lower()) if period else None
-    pm_hint = None if period_word is None else (True if period_word in _PM_WORDS else (False if period_word == "morning" else None))
+    pm_hint: bool | None = None  # whether a bare hour ("at 8") is in the afternoon or evening
+    if period_word in _PM_WORDS:
+        pm_hint = True
+    elif period_word is not None and period_word.startswith(("morning", "first thing")):
+        pm_hint = False
     clock: time | None = None
     ranged = _range(text)
     if ranged is not None:

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any, Final
 
 from nodes.offline.plan import Call, Plan, Turn, clarify
-from nodes.offline.refs import find_count
+from nodes.offline.refs import find_count, match_rows
 from nodes.offline.select import cut, pick_ids
 from nodes.offline.text import clean_fragment
 from nodes.offline.times import find_when
 
-__all__ = ["complete_task", "create_task", "list_tasks"]
+__all__ = ["add_it", "complete_task", "create_task", "finished_task", "list_tasks"]
 
 _CREATE_HEAD: Final = re.compile(
-    r"^(?:(?:add|create|make|put|new|jot\s+down|note\s+down|write\s+down|note|track|log)\b(?:\s+(?:a|an|the|me|some))?(?:\s+new)?"
+    r"^(?:(?:add|create|make|put|new|jot\s+down|note\s+down|write\s+down|note|track|log)\b(?:\s+(?:a|an|the|me|some)\b)?(?:\s+new)?"
     r"(?:\s+(?:task|todo|to\s+do|item|entry))?\s*(?:to\s+(?!my\b|the\b)|:|-|for|called|named|titled|that\s+says)?"
     r"|(?:task|todo)\s*[:-]?)",
     re.I,
@@ -31,7 +32,7 @@ def list_tasks(turn: Turn, text: str | None = None) -> Plan:
     args: dict[str, Any] = {}
     if re.search(r"\b(?:all(?:\s+(?:of\s+)?my)?\s+(?:tasks|todos?)|including\s+(?:the\s+)?(?:done|completed|finished)|everything\s+on|every\s+task)\b", text, re.I):
         args["status"] = "all"
-    elif re.search(r"\b(?:done|completed|finished|closed|ticked\s+off|checked\s+off|crossed\s+off)\b", text, re.I) and not re.search(r"\bnot\s+(?:yet\s+)?(?:done|completed|finished)\b", text, re.I):
+    elif re.search(r"\b(?:done|complete[d]?|finish(?:ed)?|closed|ticked\s+off|checked\s+off|crossed\s+off)\b", text, re.I) and not re.search(r"\bnot\s+(?:yet\s+)?(?:done|completed|finished)\b", text, re.I):
         args["status"] = "done"
     else:
         args["status"] = "open"
@@ -54,9 +55,10 @@ def create_task(turn: Turn) -> Plan:
             due = when.day.isoformat()
             spans.extend(when.spans)
     rest = cut(text, spans)
+    rest = re.sub(r"\s+", " ", rest).strip(" ,")
     head = _CREATE_HEAD.search(rest)
     if head is not None:
-        rest = " " * head.end() + rest[head.end() :]
+        rest = rest[head.end() :]
     rest = _LIST_TAIL.sub(" ", rest)
     rest = re.sub(r"\s+", " ", rest).strip()
     rest = _DUE_WORD.sub("", rest)
@@ -83,3 +85,39 @@ def complete_task(turn: Turn) -> Plan:
     if not isinstance(picked, list):
         return picked
     return Call(("tasks", "complete"), {"task_id": picked[0]})
+
+
+_ADD_IT_RE: Final = re.compile(
+    r"^(?:i\s+(?:need|have|must|should|want)\s+to\s+|i\s+gotta\s+|need\s+to\s+)?(?P<t>.+?)[,;.]?\s+(?:so\s+)?(?:please\s+)?(?:add|put)\s+(?:it|that|this)\s+"
+    r"(?:to|on)\s+(?:my|the)\s+(?:todo\s+|to\s+do\s+|task\s+|shopping\s+)?(?:list|tasks|todos?)\b",
+    re.I,
+)
+_DID_RE: Final = re.compile(r"^i\s+(?:just\s+|finally\s+|already\s+)?(?P<v>[a-z]+ed|did|made|paid|bought|sent|wrote)\s+(?P<rest>.+)$", re.I)
+_IRREGULAR: Final = {"did": "do", "made": "make", "paid": "pay", "bought": "buy", "sent": "send", "wrote": "write"}
+
+
+def finished_task(turn: Turn) -> Plan | None:
+    """"I called the plumber" when "Call the plumber" is in the latest task list: complete it."""
+    match = _DID_RE.search(turn.text)
+    rows = turn.recent.get("tasks")
+    if match is None or not rows:
+        return None
+    verb = match.group("v").lower()
+    base = _IRREGULAR.get(verb) or re.sub(r"(?:ied)$", "y", verb)
+    if base == verb:
+        base = verb[:-2] if verb.endswith("ed") else verb
+    found = [
+        r for r in (match_rows(match.group("rest"), rows) or [])
+        if str(r.get("label", "")).lower().startswith(base[: max(3, len(base) - 1)])
+    ]
+    if len(found) != 1:
+        return None
+    return Call(("tasks", "complete"), {"task_id": str(found[0]["id"])})
+
+
+def add_it(turn: Turn) -> Plan | None:
+    """"I need to pick up the dry cleaning, add it to my list": a task from the first clause."""
+    match = _ADD_IT_RE.search(turn.text)
+    if match is None:
+        return None
+    return create_task(replace(turn, text="add " + match.group("t")))

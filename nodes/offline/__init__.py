@@ -1,0 +1,15 @@
+"""The embedded offline picker: tool calls from rules when no model is configured.
+
+:class:`OfflinePicker` is a LangChain chat model that reads the picker prompt like any other
+model and answers with one tool call, a reply or a clarifying question. The grammar lives in
+small modules: ``text`` (normalisation), ``times`` (natural times), ``refs`` (positions, labels,
+counts), ``moods`` (requests that mention a write without asking for one), one module per
+kind of item, and ``intents`` (the decision).
+"""
+
+from nodes.offline.functions import known_function_schemas
+from nodes.offline.intents import decide
+from nodes.offline.model import OfflinePicker
+from nodes.offline.plan import Call, Plan, Reply
+
+__all__ = ["Call", "OfflinePicker", "Plan", "Reply", "decide", "known_function_schemas"]

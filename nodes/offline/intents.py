@@ -1,0 +1,354 @@
+"""The offline picker's decision: one request plus its context -> a call, a reply or a question.
+
+Routing is by the verb that opens the request (after politeness is stripped), then by the kind
+of item: a noun in the request ("the 2nd email"), a label match in one recent list ("the
+standup"), or the kind listed last. Requests whose mood says they do not ask for a write
+(past questions, hypotheticals, negations, reported speech, conditions) are routed as usual and
+then downgraded: a write becomes a read of the same kind (past questions) or a plain reply.
+Anything that maps to nothing becomes a short clarifying question, never a guessed write.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, Final
+
+from nodes.offline import events, mail, reminders, todo
+from nodes.offline.functions import KNOWN
+from nodes.offline.moods import Mood, is_standalone_no, is_yes, mood_of, small_talk_reply
+from nodes.offline.plan import Call, Plan, Turn, clarify, reply
+from nodes.offline.refs import find_positions, match_rows, names_an_item
+from nodes.offline.select import KINDS, cut, kind_named, kinds_named, without_times
+from nodes.offline.text import normalize
+from nodes.offline.times import find_when
+from nodes.offline.verbs import head_verb, verb_after_time
+
+__all__ = ["decide"]
+
+_CAPS: Final = re.compile(
+    r"^(?:help|menu|commands|capabilities|what\s+(?:else\s+)?can\s+(?:you|i)\s+(?:do|ask|say|help\s+(?:me\s+)?with)(?:\s+(?:for\s+me|here|with\s+you))?"
+    r"|what\s+are\s+(?:your|you)\s+(?:capabilities|skills|features|able\s+to\s+do)|what\s+do\s+you\s+(?:do|support|know\s+how\s+to\s+do)"
+    r"|how\s+(?:can|do)\s+you\s+help(?:\s+me)?|what\s+tools\s+do\s+you\s+have|what\s+are\s+you\s+(?:for|capable\s+of)|what\s+is\s+this)[\s?!.]*$",
+    re.I,
+)
+_CAL_QUESTION: Final = re.compile(
+    r"\b(?:what\s+do\s+i\s+have|what\s+have\s+i\s+got|am\s+i\s+(?:free|busy|available)|any(?:thing)?\s+(?:on|planned|scheduled|happening)"
+    r"|what'?s\s+(?:on|happening|planned|next|up|coming\s+up)|do\s+i\s+have\s+anything|what'?s\s+my\s+day|plans?\b|busy|free\b|where\s+do\s+i\s+need\s+to\s+be"
+    r"|how\s+(?:does|do|is)\s+.+\s+look(?:ing)?|(?:week|day)\s+ahead|coming\s+week|next\s+few\s+days"
+    r"|(?:overview|rundown|summary)\s+of\s+(?:my\s+|the\s+)?(?:day|week|morning|afternoon))",
+    re.I,
+)
+_LIST_WORDS: Final = re.compile(r"\b(?:show|list|check|see|view|get|give|what|which|any|how\s+many|do\s+i\s+have|is\s+there|are\s+there|read\s+me)\b", re.I)
+_TODO_QUESTION: Final = re.compile(
+    r"\bwhat\s+(?:else\s+)?(?:do\s+i|should\s+i|have\s+i\s+got)\s+(?:still\s+)?(?:need|have|got)\s+to\s+do\b|\bwhat'?s\s+(?:left|still)\s+to\s+do\b"
+    r"|\bwhat'?s\s+(?:on\s+)?my\s+plate\b",
+    re.I,
+)
+_GENERAL_QUESTION: Final = re.compile(
+    r"^(?:can|could|do|does|is|are|will)\s+(?:an?\s+|the\s+)?(?:e-?mails?|mails?|messages?|events?|meetings?|reminders?|tasks?)\s+(?:be|get|ever)\b",
+    re.I,
+)
+_OPINION: Final = re.compile(r"^(?:\w+[,!]\s*)?i\s+(?:hate|love|like|dislike|can't\s+stand|am\s+tired\s+of|'m\s+tired\s+of|wish)\b", re.I)
+_WHEN_WHERE: Final = re.compile(r"^(?:when|where|what\s+time)(?:\s+is|'s)\b", re.I)
+_FOLLOW_UP: Final = re.compile(r"^(?:and|what|how)\s+(?:about|of)\b|^and\b|^also\b", re.I)
+
+
+def _label_kinds(turn: Turn, target: str) -> list[str]:
+    target = without_times(turn, target)
+    out = []
+    for kind in KINDS:
+        rows = turn.recent.get(kind)
+        if rows:
+            matches = match_rows(target, rows)
+            if matches:
+                out.append(kind)
+    return out
+
+
+def _kind(turn: Turn, text: str, allowed: tuple[str, ...]) -> str | None:
+    """The kind a verb acts on: named, else the one recent list the label matches, else the latest."""
+    named = [k for k in kinds_named(text) if k in allowed]
+    if named:
+        return named[0]
+    by_label = [k for k in _label_kinds(turn, text) if k in allowed]
+    if len(by_label) == 1:
+        return by_label[0]
+    # The latest list only stands in for a reference that names nothing itself ("the 2nd one",
+    # "it"); "the standup" matching no list at all is not about the latest list.
+    names = names_an_item(without_times(turn, text))
+    if turn.latest_kind in allowed and (find_positions(text) is not None or not (by_label or names)):
+        return turn.latest_kind
+    prior_kind = kind_named(turn.prior[-1]) if turn.prior else None
+    if prior_kind in allowed and find_positions(text) is not None:
+        return prior_kind
+    return None
+
+
+def _list_of(turn: Turn, kind: str, text: str | None = None) -> Plan:
+    if kind == "mail":
+        return mail.list_mail(turn, text)
+    if kind == "calendar":
+        return events.list_events(turn, text)
+    if kind == "tasks":
+        return todo.list_tasks(turn, text)
+    return reminders.list_reminders(turn, text)
+
+
+def _read(turn: Turn, kind: str, text: str) -> Plan:
+    has_ref = find_positions(text) is not None or bool(turn.recent.get(kind) and match_rows(text, turn.recent[kind]))
+    if kind == "mail" and (has_ref or re.search(r"\b(?:the|that|this)\s+(?:e-?mail|message|mail)\s+from\b", text, re.I)):
+        return mail.read_mail(turn, text)
+    if kind == "calendar" and has_ref:
+        return events.get_event(turn, text)
+    return _list_of(turn, kind, text)
+
+
+def _route(turn: Turn, verb: str | None) -> Plan:
+    text = turn.text
+    if verb == "remind":
+        return reminders.create_reminder(turn)
+    if verb == "send":
+        return mail.send_mail(turn)
+    if verb == "forward":
+        return clarify(
+            "I can't reply to or forward a message directly. Tell me the address and what to say, "
+            "and I'll draft a new email."
+        )
+    if verb == "snooze":
+        return reminders.snooze_reminder(turn)
+    if verb == "mark":
+        if re.search(r"\b(?:as\s+)?unread\s*[.!?]*$|\bunread\s+(?:again|instead)\b", text, re.I):
+            return clarify("I can't mark mail as unread. Do you want to mark something as read instead?")
+        if re.search(r"\b(?:read|seen|opened)\b", text, re.I):
+            return mail.mark_read(turn)
+        if re.search(r"\b(?:done|complete[d]?|finished|finish)\b", text, re.I):
+            return todo.complete_task(turn)
+        return clarify("Mark it as what — read (mail) or done (a task)?")
+    if verb == "complete":
+        return todo.complete_task(turn)
+    if verb in {"trash", "cancel"}:
+        # mail can be trashed but not cancelled: a cancel only looks at mail when it names it
+        allowed = ("mail", "calendar", "reminders", "tasks") if verb == "trash" else ("calendar", "reminders", "tasks")
+        kind = "mail" if verb == "cancel" and kind_named(text) == "mail" else _kind(turn, text, allowed)
+        if kind == "mail":
+            if verb == "cancel":
+                return clarify("A sent email can't be recalled. Did you mean to move a message to the trash?")
+            return mail.trash_mail(turn)
+        if kind == "calendar":
+            return events.cancel_event(turn, re.sub(r"^\S+(?:\s+(?:off|out|away|of))?", " ", text))
+        if kind == "reminders":
+            return reminders.cancel_reminder(turn)
+        if kind == "tasks":
+            return clarify("I can't delete tasks, but I can mark one as done. Which task?")
+        return clarify("Which one do you mean — an email, an event or a reminder? Its name or list number helps.")
+    if verb == "event":
+        named = kind_named(text)
+        if named == "reminders":
+            return reminders.create_reminder(turn)
+        if named == "tasks":
+            return todo.create_task(turn)
+        return events.create_event(turn)
+    if verb == "add":
+        named = kind_named(text)
+        if named == "reminders":
+            return reminders.create_reminder(turn)
+        if named == "tasks" or re.search(r"\b(?:list|todo)\b", text, re.I):
+            return todo.create_task(turn)
+        if named == "calendar" or (turn.now is not None and turn.tz is not None and _has_clock(turn)):
+            return events.create_event(turn)
+        return todo.create_task(turn)
+    if verb == "update":
+        kind = _kind(turn, text, ("calendar", "reminders", "tasks", "mail"))
+        if kind == "reminders":
+            if re.search(r"\b(?:push|postpone|delay|later|back|bump)\b", text, re.I):
+                return reminders.snooze_reminder(turn)
+            return clarify("I can snooze a reminder (push it later), or cancel it and set a new one. Which one?")
+        if kind == "tasks":
+            return clarify("I can't edit tasks yet — I can add a new one or mark one done.")
+        if kind == "mail":
+            return clarify("I can read, send, trash or mark mail as read. What would you like to do?")
+        return events.update_event(turn)
+    if verb is None and _implicit_event(turn):
+        return events.create_event(turn)
+    return _route_read(turn, verb)
+
+
+def _has_clock(turn: Turn) -> bool:
+    assert turn.now is not None and turn.tz is not None
+    when = find_when(turn.text, turn.now, turn.tz)
+    return when is not None and when.at is not None
+
+
+def _points_at_item(text: str) -> bool:
+    """Whether ``text`` points at particular rows ("the 2nd one", "it"), not a count ("top 5")."""
+    positions = find_positions(text)
+    return positions is not None and positions.mode in ("items", "that")
+
+
+def _only_a_time(turn: Turn, text: str) -> bool:
+    """Whether ``text`` is nothing but a time phrase ("this week", "tomorrow?"): a follow-up."""
+    if turn.now is None or turn.tz is None:
+        return False
+    when = find_when(text, turn.now, turn.tz)
+    if when is None:
+        return False
+    rest = cut(text, when.spans)
+    return not re.sub(r"\b(?:and|for|what|about|how|then|also|on|in|at|the)\b|\W", "", rest, flags=re.I)
+
+
+def _route_read(turn: Turn, verb: str | None) -> Plan:
+    text = turn.text
+    if _GENERAL_QUESTION.search(text):
+        return reply(
+            "I can only act on your own mail, calendar, tasks and reminders. "
+            "Ask me to do something specific and I'll tell you if I can."
+        )
+    if verb is None and _OPINION.search(text) and not _LIST_WORDS.search(text) and "?" not in text:
+        return clarify("I hear you. Is there something I can do — check your calendar, mail, tasks or reminders?")
+    named = kind_named(text)
+    if named is not None:
+        return _read(turn, named, text) if verb == "read" or _points_at_item(text) else _list_of(turn, named, text)
+    if _TODO_QUESTION.search(text):
+        return todo.list_tasks(turn, text)
+    if verb == "read" or _points_at_item(text):
+        kind = _kind(turn, text, KINDS)
+        if kind is None and _WHEN_WHERE.search(text) and "calendar" in _label_kinds(turn, text):
+            kind = "calendar"  # "when's lunch?" asks about an event, even if a mail mentions lunch
+        if kind is not None:
+            return _read(turn, kind, text)
+        if _WHEN_WHERE.search(text):
+            return events.list_events(turn, "upcoming")
+        return clarify("Which list do you mean — your mail, calendar, tasks or reminders?")
+    if _FOLLOW_UP.search(text) and len(text.split()) <= 8 or _only_a_time(turn, text):
+        kind = turn.latest_kind or (kind_named(turn.prior[-1]) if turn.prior else None) or "calendar"
+        if kind in KINDS:
+            return _list_of(turn, kind, text)
+    if _CAL_QUESTION.search(text):
+        return events.list_events(turn, text)
+    if mail.wrote_to_me(text):
+        return mail.list_mail(turn, text)
+    if turn.now is not None and turn.tz is not None and _LIST_WORDS.search(text):
+        if find_when(text, turn.now, turn.tz) is not None:
+            return events.list_events(turn, text)
+    return clarify(
+        "Sorry, I'm not sure what you'd like me to do. I can help with your mail, calendar, tasks and reminders — "
+        "for example “what's on my calendar today?” or “remind me to call mom at 6pm”."
+    )
+
+
+def _downgrade(turn: Turn, mood: Mood, core: str, plan: Call) -> Plan:
+    """The plan for a write mentioned in a mood that does not ask for it."""
+    if mood == "past":
+        tool, action = plan.key
+        if tool == "mail":
+            folder = {"send": "sent", "trash": "trash"}.get(action)
+            args: dict[str, Any] = {"folder": folder} if folder else {}
+            if folder == "sent" and isinstance(plan.args.get("to"), list) and plan.args["to"]:
+                args["from_contains"] = str(plan.args["to"][0])[:100]
+            return Call(("mail", "list"), args)
+        if tool == "calendar":
+            return events.list_events(turn, core)
+        if tool == "tasks":
+            return Call(("tasks", "list"), {"status": "done" if action == "complete" else "all"})
+        return Call(("reminders", "list"), {"status": "all"})
+    return _mood_reply(mood)
+
+
+def _mood_reply(mood: Mood) -> Plan:
+    if mood == "negated":
+        return reply("OK, I won't do that.")
+    if mood == "statement":
+        return reply("Got it. If you want me to change anything, just tell me what to do.")
+    if mood == "hypothetical":
+        return reply(
+            "That's your call. If you'd like me to do it, just ask directly — anything that changes your data "
+            "waits for your approval first."
+        )
+    return clarify("Do you want me to do that now? If so, ask me directly and I'll prepare it for your approval.")
+
+
+def _past_read(turn: Turn, core: str, verb: str | None) -> Plan | None:
+    """A past question with no routable write ("is the standup cancelled?"): read its kind."""
+    if verb == "send":
+        args: dict[str, Any] = {"folder": "sent"}
+        who = mail.recipient_hint(core)
+        if who is not None:
+            args["from_contains"] = who[:100]
+        return Call(("mail", "list"), args)
+    kind = _kind(turn, core, KINDS)
+    if kind is None and verb in {"cancel", "event", "update"}:
+        kind = "calendar"  # "did I cancel the offsite?": only events are cancelled and moved
+    if kind is None:
+        return None
+    if kind == "mail" and re.search(r"\b(?:sent|send|e-?mailed|reply|replied)\b", core, re.I):
+        return Call(("mail", "list"), {"folder": "sent"})
+    if kind == "mail" and re.search(r"\b(?:delete[d]?|trash(?:ed)?)\b", core, re.I):
+        return Call(("mail", "list"), {"folder": "trash"})
+    if kind == "tasks":
+        return Call(("tasks", "list"), {"status": "all"})
+    if kind == "reminders":
+        return Call(("reminders", "list"), {"status": "all"})
+    return _list_of(turn, kind, core)
+
+
+_EVENT_NOUN: Final = re.compile(
+    r"^(?:(?:a|an|my)\s+)?(?:lunch|dinner|breakfast|brunch|coffee|drinks|meeting|call|appointment|interview|party|session|sync|"
+    r"review|standup|stand-up|1:1|one-on-one|catch[\s-]?up|date|class|lesson|workout|game|concert|flight|doctor|dentist)\b",
+    re.I,
+)
+
+
+def _implicit_event(turn: Turn) -> bool:
+    """"Coffee with Liam on thursday at 10": an event noun, a time, no verb and no question."""
+    if turn.now is None or turn.tz is None or "?" in turn.text or _EVENT_NOUN.search(turn.text) is None:
+        return False
+    when = find_when(turn.text, turn.now, turn.tz)
+    return when is not None and when.at is not None
+
+
+def _special(turn: Turn) -> Plan | None:
+    """Shapes with no opening verb: "X, add it to my list"."""
+    return todo.add_it(turn)
+
+
+def decide(request: str, context: Mapping[str, Any] | None) -> Plan:
+    """The offline picker's plan for ``request`` given the fenced ``context``."""
+    turn = Turn.of(request, context)
+    chat = small_talk_reply(request)
+    if chat is None and not re.search(r"\w", turn.text) and re.search(r"\w", request):
+        chat = small_talk_reply("hi")  # only framing words ("hey tollgate!")
+    if chat is not None:
+        return reply(chat)
+    if not re.search(r"\w", turn.text):
+        return clarify("What would you like me to do?")
+    if _CAPS.search(turn.text) or _CAPS.search(request.strip()):
+        return reply(turn.capabilities or "I can help with your mail, calendar, tasks and reminders.")
+    if is_standalone_no(turn.text):
+        return reply("OK, I won't do anything.")
+    if is_yes(turn.text):
+        return reply(
+            "If something is waiting for your approval, approve it on its approval card. "
+            "Otherwise, tell me what you'd like me to do."
+        )
+    done = todo.finished_task(turn)  # "I booked the flights" with "Book flights" listed: before moods
+    if done is not None:
+        return done
+    text = re.sub(r"^remind\s+(?:me|us)\s+(?=(?:what|when|where|who|which|how|if|whether)\b)", "", turn.text, flags=re.I)
+    verb = head_verb(text) or verb_after_time(turn, text)
+    mood, core = mood_of(text, opens_with_verb=verb is not None)
+    if mood is not None:
+        core = normalize(core)
+        verb = head_verb(core)
+        text = core
+    plan = _special(replace(turn, text=text)) or _route(replace(turn, text=text), verb)
+    if mood is None:
+        return plan
+    if isinstance(plan, Call) and KNOWN[plan.key].writes:
+        return _downgrade(turn, mood, core, plan)
+    if isinstance(plan, Call):
+        return plan  # a read stays a read, whatever the mood
+    if mood == "past":
+        return _past_read(replace(turn, text=core), core, verb) or plan
+    return _mood_reply(mood)

@@ -1,0 +1,118 @@
+"""``OfflinePicker``: a LangChain chat model that picks tool calls with no model configured.
+
+It reads exactly what a remote model would read (the picker prompt of
+:mod:`nodes.picker_prompt`) and answers like one: an ``AIMessage`` with one tool call, or
+with text. It only ever calls functions that were bound, its arguments validate against the
+action's closed model, and it is deterministic: same messages and tools, same answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages.tool import tool_call
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from nodes.offline.functions import KNOWN, bound_functions, resolve_function
+from nodes.offline.intents import decide
+from nodes.offline.plan import Plan, Reply, clarify
+from nodes.picker_prompt import context_of
+from policies.arguments import validate_args
+
+__all__ = ["OfflinePicker"]
+
+_PROVIDER = "tollgate-offline"
+
+
+class OfflinePicker(BaseChatModel):
+    """The embedded offline picker: rules over the picker prompt, no network, no randomness.
+
+    ``response_metadata["outcome"]`` says what it did: ``call``, ``reply``, ``clarify`` or
+    ``done`` (a step already ran this turn, so the graph renders the result).
+    """
+
+    @property
+    def _llm_type(self) -> str:
+        return _PROVIDER
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind OpenAI-style function schemas; ``tool_choice`` and ``strict`` are accepted and ignored.
+
+        The picker never forces a call: a request it cannot map gets a question instead.
+        """
+        kwargs.pop("strict", None)
+        kwargs.pop("parallel_tool_calls", None)
+        del tool_choice
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self.respond(messages, kwargs.get("tools") or ()))])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self.respond(messages, kwargs.get("tools") or ()))])
+
+    def respond(self, messages: Sequence[BaseMessage], tools: Sequence[Mapping[str, Any]] = ()) -> AIMessage:
+        """The answer to a picker prompt given the bound ``tools`` (OpenAI-style dicts)."""
+        last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None)
+        if last_human is None:
+            return _text(clarify("What would you like me to do?"))
+        if any(isinstance(m, ToolMessage) for m in messages[last_human + 1 :]):
+            return AIMessage(content="", response_metadata={"model_provider": _PROVIDER, "outcome": "done"})
+        request = messages[last_human].text
+        context = context_of(list(messages))
+        plan = decide(request, context)
+        return _message(plan, bound_functions(tools), request, context)
+
+
+def _text(plan: Reply) -> AIMessage:
+    return AIMessage(content=plan.text, response_metadata={"model_provider": _PROVIDER, "outcome": plan.outcome})
+
+
+def _message(plan: Plan, bound: Mapping[str, Mapping[str, Any]], request: str, context: Any) -> AIMessage:
+    if isinstance(plan, Reply):
+        return _text(plan)
+    name = resolve_function(plan.key, bound)
+    if name is None:
+        return _text(clarify("I can't do that here: that action isn't available. Is there something else I can help with?"))
+    verdict = validate_args(KNOWN[plan.key].args, plan.args)
+    if not verdict.ok:  # a grammar bug must surface as a question, never as a malformed call
+        return _text(clarify("I couldn't work out the details of that. Could you rephrase it?"))
+    return AIMessage(
+        content="",
+        tool_calls=[tool_call(name=name, args=plan.args, id=_call_id(request, context, name, plan.args))],
+        response_metadata={"model_provider": _PROVIDER, "outcome": "call"},
+    )
+
+
+def _call_id(request: str, context: Any, name: str, args: Mapping[str, Any]) -> str:
+    """A deterministic tool-call id: a hash of the request, its context and the call."""
+    material = json.dumps([request, context, name, args], sort_keys=True, ensure_ascii=True, default=str)
+    return "call_" + hashlib.sha256(material.encode()).hexdigest()[:16]
+
