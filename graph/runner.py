@@ -108,11 +108,13 @@ class TurnRunner:
             raise NotFound("thread", thread_id)  # another owner's thread is indistinguishable from none
 
     async def _pending_request(self, thread_id: str) -> ApprovalRequest | None:
+        """The approval request the thread's checkpoint is interrupted on, if any."""
         snapshot = await self.graph.aget_state(self._config(thread_id))
         for task in snapshot.tasks:
             for intr in task.interrupts:
                 if isinstance(intr.value, dict) and "approval" in intr.value:
-                    return intr.value  # type: ignore[return-value]  # our own payload shape
+                    request: ApprovalRequest = intr.value
+                    return request
         return None
 
     async def _run(self, ctx: Context, thread_id: str, graph_input: Any, *, resume: bool) -> AsyncIterator[TurnEvent]:

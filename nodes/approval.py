@@ -9,20 +9,21 @@ expired request resolves as rejected; anything invalid is refused and nothing ru
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from graph.services import ServicesProvider
-from graph.state import Context, Gate, Pending, TurnState
+from graph.state import Context, Gate, TurnState
 from nodes._common import sink_for, thread_id_of
 from nodes.id_validation import bind_plan_ids
 from policies.approval import args_hash, check_binding, read_token
 from policies.arguments import validate_args
-from policies.errors import ApprovalExpired, ApprovalInvalid
+from policies.errors import ApprovalExpired, ApprovalInvalid, ErrorCode
 from policies.hitl import EditDecision, RejectDecision, parse_resume
+from policies.honesty import Outcome
 from policies.tiers import classify_tier
 from tools.registry import function_name
 
@@ -43,15 +44,17 @@ def make_approval(provider: ServicesProvider) -> Any:
         svc = await provider()
         sink = sink_for(state, runtime)
 
-        def closed(decision: str, code: str, reason: str, message: str, outcome: str) -> dict[str, Any]:
+        def closed(
+            decision: Literal["expired", "invalid"], code: ErrorCode, reason: str, message: str, outcome: Outcome
+        ) -> dict[str, Any]:
             sink.emit("approval_decided", approval_id=pending["approval_id"], decision=decision, code=code)
             return {
                 "seq": sink.seq,
                 "plan": None,
                 "approval_request": None,
-                "pending": Pending(**pending, decision=decision),  # type: ignore[typeddict-item]
+                "pending": pending | {"decision": decision},
                 "outcome": outcome,
-                "gate": Gate(verdict="refuse", reason=reason, code=code, message=message),  # type: ignore[typeddict-item]
+                "gate": Gate(verdict="refuse", reason=reason, code=code, message=message),
             }
 
         try:
@@ -85,7 +88,7 @@ def make_approval(provider: ServicesProvider) -> Any:
                 "seq": sink.seq,
                 "plan": None,
                 "approval_request": None,
-                "pending": Pending(**pending, decision="reject", message=decision.message or ""),
+                "pending": pending | {"decision": "reject", "message": decision.message or ""},
                 "outcome": "rejected",
                 "gate": Gate(
                     verdict="refuse",
@@ -119,14 +122,14 @@ def make_approval(provider: ServicesProvider) -> Any:
                 "seq": sink.seq,
                 "plan": plan | {"args": args, "args_hash": args_hash(args)},
                 "approval_request": None,
-                "pending": Pending(**pending, decision="edit"),
+                "pending": pending | {"decision": "edit"},
                 "gate": Gate(verdict="execute", reason="edited"),
             }
         sink.emit("approval_decided", approval_id=pending["approval_id"], decision="approve")
         return {
             "seq": sink.seq,
             "approval_request": None,
-            "pending": Pending(**pending, decision="approve"),
+            "pending": pending | {"decision": "approve"},
             "gate": Gate(verdict="execute", reason="approved"),
         }
 
