@@ -1,0 +1,2 @@
+-- reserved for the security perimeter (audit log)
+SELECT 1;

@@ -1,0 +1,2 @@
+-- reserved for background runs and triggers
+SELECT 1;

@@ -1,0 +1,2 @@
+-- reserved for the model usage ledger
+SELECT 1;
