@@ -11,6 +11,7 @@ from langchain_core.language_models import BaseChatModel
 
 from graph.checkpointer import open_checkpointer
 from graph.db import open_database
+from graph.llm import build_model
 from graph.runner import TurnRunner
 from graph.services import Hooks, Services, utc_now
 from graph.settings import Settings
@@ -46,14 +47,18 @@ async def open_app(
     clock: Callable[[], datetime] = utc_now,
     hooks: Hooks | None = None,
 ) -> AsyncIterator[App]:
-    """Open the database (migrated), the checkpointer and the graph for ``settings``."""
+    """Open the database (migrated), the checkpointer and the graph for ``settings``.
+
+    Model configuration is checked first: an unusable one raises
+    :class:`graph.model_settings.ModelConfigError` before anything starts.
+    """
     async with open_database(settings) as db:
         services = Services(
             settings=settings,
             db=db,
             registry=default_registry(settings),
-            picker_model=picker_model or default_picker(),
-            naturalizer_model=naturalizer_model,
+            picker_model=picker_model or build_model(settings, "picker", fallback=default_picker()) or default_picker(),
+            naturalizer_model=naturalizer_model or build_model(settings, "naturalizer", fallback=None),
             clock=clock,
             hooks=hooks or Hooks(),
             approval_key=settings.approval_key(),

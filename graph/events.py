@@ -16,6 +16,8 @@ EventType = Literal[
     "approval_required",
     "approval_decided",
     "token_delta",
+    "reasoning_delta",
+    "model_fallback",
     "message_complete",
     "error",
 ]

@@ -10,6 +10,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from graph.model_settings import ProviderSettings
+
 __all__ = ["Settings"]
 
 _PLACEHOLDERS = frozenset({"", "changeme", "change-me", "secret", "dev", "development"})
@@ -40,6 +42,50 @@ class Settings(BaseSettings):
     """Timezone for owners who have none configured."""
     pool_max_size: int = Field(default=10, ge=1, le=200)
     """Maximum PostgreSQL connections per process."""
+    worker_concurrency: int = Field(default=2, ge=1, le=32)
+    """Background runs one worker process drives at once (each holds about two pool connections)."""
+    worker_poll_seconds: float = Field(default=5.0, ge=0.05, le=300)
+    """How often an idle worker polls the job queue (LISTEN/NOTIFY wakes it sooner)."""
+    worker_heartbeat_seconds: float = Field(default=10.0, ge=0.1, le=600)
+    """How often a worker records that it is alive."""
+    worker_stall_seconds: float = Field(default=30.0, ge=0.5, le=3600)
+    """A worker silent this long is presumed dead; its runs are taken up by another worker."""
+    scheduler_tick_seconds: int = Field(default=10, ge=1, le=60)
+    """Cadence of stall recovery, trigger evaluation and reminder firing (a divisor of 60)."""
+    background_step_budget: int = Field(default=10, ge=1, le=10)
+    """Tool steps per turn of a background run (chat turns use ``step_budget``)."""
+    rate_limit_burst: int = Field(default=60, ge=1, le=100_000)
+    """HTTP requests one principal may make at once (token-bucket capacity, kept per process)."""
+    rate_limit_per_minute: int = Field(default=120, ge=1, le=1_000_000)
+    """Sustained HTTP requests per minute per principal (token-bucket refill, kept per process)."""
+    stream_idle_seconds: float = Field(default=120.0, ge=1.0, le=3600.0)
+    """A followed stream of an unfinished turn ends after this long without a new event."""
+    picker_providers: list[ProviderSettings] = Field(default_factory=list)
+    """Ordered OpenAI-compatible endpoints for the picker (JSON list); empty: the offline picker."""
+    naturalizer_providers: list[ProviderSettings] = Field(default_factory=list)
+    """Ordered endpoints for phrasing replies (JSON list); empty: grounded renderers."""
+    picker_model: str | None = None
+    """Shorthand: one picker provider at ``OPENAI_BASE_URL`` with this model."""
+    naturalizer_model: str | None = None
+    """Shorthand: one naturalizer provider at ``OPENAI_BASE_URL`` with this model."""
+    openai_base_url: str | None = Field(default=None, validation_alias="OPENAI_BASE_URL")
+    """Base URL for the shorthand providers (default: OpenAI's)."""
+    openai_api_key: SecretStr | None = Field(default=None, validation_alias="OPENAI_API_KEY")
+    """API key for the shorthand providers."""
+    model_max_attempts: int = Field(default=3, ge=1, le=10)
+    """Attempts per provider for 429, 5xx and timeouts before moving to the next provider."""
+    model_retry_budget_seconds: float = Field(default=20.0, gt=0, le=600)
+    """Time budget per provider for those attempts."""
+    menu_cap: int = Field(default=24, ge=1, le=512)
+    """Most functions offered to the model; larger registries get a BM25 shortlist."""
+
+    @model_validator(mode="after")
+    def _check_worker_timing(self) -> Settings:
+        if 60 % self.scheduler_tick_seconds:
+            raise ValueError("TOLLGATE_SCHEDULER_TICK_SECONDS must divide 60")
+        if self.worker_stall_seconds <= 2 * self.worker_heartbeat_seconds:
+            raise ValueError("TOLLGATE_WORKER_STALL_SECONDS must exceed twice the heartbeat interval")
+        return self
 
     @model_validator(mode="after")
     def _refuse_unsafe_defaults(self) -> Settings:

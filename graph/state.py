@@ -180,6 +180,8 @@ class TurnState(TypedDict):
     """List actions already run in this turn (each runs at most once)."""
     approval_request: NotRequired[ApprovalRequest | None]
     """The interrupt payload built by propose (private)."""
+    usage: NotRequired[list[dict[str, Any]]]
+    """Model usage of this turn (provider, model, tokens), written to the ledger at the end."""
     superseded: NotRequired[str | None]
     """Preview of an approval a new message superseded, to mention in the reply."""
     recent: Annotated[dict[str, RecentList], merge_recent]

@@ -22,10 +22,10 @@ from graph.events import EventSink
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Gate, Plan, TurnState
 from nodes._common import thread_id_of
+from nodes._picking import decode_call, is_capability_question, message_text, single_call, usage_record
+from nodes.menu import Menu, MenuBuilder
 from nodes.picker_prompt import ContextRow, PickerContext, build_messages
-from policies.arguments import validate_args
 from policies.fencing import new_nonce
-from tools.registry import Registry
 
 __all__ = ["make_picker"]
 
@@ -44,45 +44,6 @@ SELECT
         ORDER BY id DESC LIMIT %(limit)s
     ) prior) AS prior
 """
-
-
-def _decode(registry: Registry, message: AIMessage) -> tuple[Plan | None, list[str]]:
-    """Strictly decode the first tool call; return the plan or the violations.
-
-    A registered function that was not offered (a blocklisted or operator-only action) still
-    decodes, so the tier gate refuses it with its own reason instead of "unknown function".
-    """
-    call = message.tool_calls[0]
-    name = call.get("name") or ""
-    found = registry.lookup(name)
-    if found is None:
-        return None, [f"unknown function {name[:64]!r}; call one of the functions offered"]
-    tool, action = found
-    verdict = validate_args(action.args, call.get("args"))
-    if not verdict.ok or verdict.value is None:
-        return None, list(verdict.violations)
-    plan = Plan(
-        call_id=str(call.get("id") or f"call_{uuid.uuid4().hex[:12]}"),
-        tool=tool.name,
-        action=action.name,
-        args=verdict.value.model_dump(mode="json", exclude_none=True),
-    )
-    return plan, []
-
-
-def _single_call(message: AIMessage) -> AIMessage:
-    """Keep only the first tool call, so the turn's history stays a valid tool-call exchange."""
-    if len(message.tool_calls) <= 1:
-        return message
-    return message.model_copy(update={"tool_calls": message.tool_calls[:1], "invalid_tool_calls": []})
-
-
-def _text(message: AIMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content.strip()
-    parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
-    return "".join(str(p) for p in parts).strip()
 
 
 def _latest_kind(state: TurnState) -> str | None:
@@ -115,15 +76,30 @@ def _picker_context(state: TurnState, ctx: Context, svc: Services, prior: list[s
     )
 
 
+def _fallback_event(sink: EventSink, role: str, answer: AIMessage) -> None:
+    failures = answer.response_metadata.get("tollgate_fallbacks") or []
+    if failures:
+        sink.emit("model_fallback", role=role, failed=failures, answered_by=answer.response_metadata.get("tollgate_provider"))
+
+
 def make_picker(provider: ServicesProvider) -> Any:
     """Build the picker node."""
-    bound: dict[int, Runnable[Any, BaseMessage]] = {}
+    menus: dict[int, MenuBuilder] = {}
+    bound: dict[tuple[int, frozenset[str]], Runnable[Any, BaseMessage]] = {}
 
-    def _model(svc: Services) -> Runnable[Any, BaseMessage]:
-        key = id(svc.picker_model)
+    def _menu(svc: Services, request: str) -> Menu:
+        key = id(svc.registry)
+        if key not in menus:
+            menus[key] = MenuBuilder(svc.registry, svc.settings.menu_cap)
+        return menus[key].build(request)
+
+    def _model(svc: Services, menu: Menu) -> Runnable[Any, BaseMessage]:
+        key = (id(svc.picker_model), menu.names)
         if key not in bound:
+            if len(bound) > 64:
+                bound.clear()
             model: BaseChatModel = svc.picker_model
-            bound[key] = model.bind_tools(svc.registry.function_schemas())
+            bound[key] = model.bind_tools(menu.schemas)
         return bound[key]
 
     async def picker(state: TurnState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
@@ -141,11 +117,13 @@ def make_picker(provider: ServicesProvider) -> Any:
                 "plan": None,
                 "gate": None,
                 "pending": None,
+                "approval_request": None,
                 "result": None,
                 "outcome": "reply",
                 "reply": "",
                 "steps": 0,
                 "lists_run": [],
+                "usage": [],
                 "superseded": pending["preview"] if pending and "decision" not in pending else None,
             }
             sink = EventSink(runtime.stream_writer, turn_id, 0)
@@ -176,10 +154,17 @@ def make_picker(provider: ServicesProvider) -> Any:
                     "outcome": "refused",
                 }
             prior = list(row["prior"] or [])
+            if is_capability_question(request):
+                sink.emit("planner_decision", decision="reply", reason="capabilities")
+                gate = Gate(verdict="reply", reason="capabilities", message=svc.registry.capability_summary())
+                return update | {"seq": sink.seq, "gate": gate, "plan": None}
 
+        menu = _menu(svc, request)
         step_messages = messages[messages.index(human) + 1 :] if human is not None else []
         prompt = build_messages(request, _picker_context(state, ctx, svc, prior), new_nonce()) + step_messages
-        model = _model(svc)
+        prompt_chars = sum(len(str(m.content)) for m in prompt)
+        model = _model(svc, menu)
+        usage: list[dict[str, Any]] = list(update.get("usage", state.get("usage") or []))
         new_messages: list[AnyMessage] = []
         corrected = False
         plan: Plan | None = None
@@ -188,22 +173,30 @@ def make_picker(provider: ServicesProvider) -> Any:
             answer = await model.ainvoke(prompt + new_messages, config)
             if not isinstance(answer, AIMessage):
                 raise TypeError(f"picker model returned {type(answer).__name__}, not AIMessage")
+            _fallback_event(sink, "picker", answer)
+            record = usage_record("picker", answer, prompt_chars)
+            if record is not None:
+                usage.append(record)
             if not answer.tool_calls:
                 if answer.invalid_tool_calls:
-                    answer = answer.model_copy(update={"invalid_tool_calls": []})
-                    violations = ["the tool call was not valid JSON"]
-                    new_messages.append(answer)
-                    if attempt == 0:
-                        new_messages.append(HumanMessage(content="Your tool call could not be parsed: " + violations[0]))
-                        corrected = True
-                        continue
-                    break
+                    bad_id = str(answer.invalid_tool_calls[0].get("id") or "call_invalid")
+                    answer = answer.model_copy(
+                        update={"invalid_tool_calls": [], "tool_calls": [
+                            {"name": str(answer.invalid_tool_calls[0].get("name") or "unknown"), "args": {}, "id": bad_id,
+                             "type": "tool_call"}]}
+                    )
+                    violations = ["the arguments were not valid JSON"]
+                    new_messages += [answer, ToolMessage(
+                        content="Invalid call, nothing ran. Fix these and call again:\n- " + violations[0],
+                        tool_call_id=bad_id, status="error")]
+                    corrected = attempt == 0
+                    continue
                 new_messages.append(answer)
                 plan, violations = None, []
                 break
-            answer = _single_call(answer)
+            answer = single_call(answer)
             new_messages.append(answer)
-            plan, violations = _decode(svc.registry, answer)
+            plan, violations = decode_call(svc.registry, menu, answer, request)
             if plan is not None:
                 break
             call_id = str(answer.tool_calls[0].get("id") or "call")
@@ -215,9 +208,11 @@ def make_picker(provider: ServicesProvider) -> Any:
                 )
             )
             corrected = attempt == 0
+        tags = {"tags": list(menu.tags.applied), "ignored_tags": list(menu.tags.ignored)} if (
+            menu.tags.applied or menu.tags.ignored) else {}
         seq_update: dict[str, Any]
         if plan is None and violations:
-            sink.emit("planner_decision", decision="clarify", code="invalid_args", corrected=corrected)
+            sink.emit("planner_decision", decision="clarify", code="invalid_args", corrected=corrected, **tags)
             gate = Gate(
                 verdict="clarify",
                 reason="invalid_call",
@@ -226,19 +221,18 @@ def make_picker(provider: ServicesProvider) -> Any:
             )
             seq_update = {"gate": gate, "plan": None, "outcome": "clarify"}
         elif plan is None:
-            text = _text(new_messages[-1]) if new_messages else ""
-            sink.emit("planner_decision", decision="reply")
+            text = message_text(new_messages[-1]) if new_messages and isinstance(new_messages[-1], AIMessage) else ""
+            sink.emit("planner_decision", decision="reply", **tags)
             seq_update = {"gate": Gate(verdict="reply", reason="no_tool_call", message=text), "plan": None}
         elif plan["action"] == "list" and f"{plan['tool']}.list" in (update["lists_run"] if new_turn else state.get("lists_run") or []):
             # The same list runs at most once per turn: answer from what it already returned.
-            sink.emit("planner_decision", decision="reply", reason="list_already_run")
+            sink.emit("planner_decision", decision="reply", reason="list_already_run", **tags)
             seq_update = {"gate": Gate(verdict="reply", reason="list_already_run", message=""), "plan": None}
         else:
             sink.emit(
-                "planner_decision", decision="tool", tool=plan["tool"], action=plan["action"], corrected=corrected
+                "planner_decision", decision="tool", tool=plan["tool"], action=plan["action"], corrected=corrected, **tags
             )
             seq_update = {"plan": plan, "gate": None}
-        return update | seq_update | {"messages": new_messages, "seq": sink.seq}
+        return update | seq_update | {"messages": new_messages, "seq": sink.seq, "usage": usage}
 
     return picker
-

@@ -29,6 +29,7 @@ __all__ = [
     "ResultRow",
     "ToolSpec",
     "function_name",
+    "strict_function_schema",
 ]
 
 
@@ -149,6 +150,42 @@ class ToolSpec:
         names = [a.name for a in self.actions]
         if len(set(names)) != len(names):
             raise ValueError(f"tool {self.name!r} has duplicate action names")
+
+
+def strict_function_schema(tool: dict[str, Any]) -> dict[str, Any]:
+    """The strict-mode form of a function schema (OpenAI structured outputs).
+
+    Strict mode wants every property listed as required: optional properties become nullable
+    instead, and the picker reads ``null`` as "not given". Defaults and titles are dropped.
+    """
+    import copy
+
+    out = copy.deepcopy(tool)
+    params = out["function"]["parameters"]
+
+    def clean(node: Any) -> None:
+        if isinstance(node, dict):
+            node.pop("default", None)
+            node.pop("title", None)
+            for value in node.values():
+                clean(value)
+        elif isinstance(node, list):
+            for value in node:
+                clean(value)
+
+    required = set(params.get("required", []))
+    for key, prop in params.get("properties", {}).items():
+        if key not in required:
+            options = prop.get("anyOf", [prop])
+            if not any(o.get("type") == "null" for o in options):
+                params["properties"][key] = {"anyOf": [prop, {"type": "null"}]}
+                if "description" in prop:
+                    params["properties"][key]["description"] = prop["description"]
+    params["required"] = list(params.get("properties", {}))
+    params["additionalProperties"] = False
+    clean(params)
+    out["function"]["strict"] = True
+    return out
 
 
 def function_name(tool: str, action: str) -> str:

@@ -1,0 +1,182 @@
+"""A chat model that survives its providers: retries, then the next provider, then a fallback.
+
+429, 5xx, timeouts and connection errors retry with exponential backoff and jitter within a
+per-provider attempt and time budget (tenacity); other API errors (401, 404, 400) move to the
+next provider at once. When every provider has failed, the fallback model answers (the
+offline picker for picking); with no fallback, :class:`policies.errors.Unavailable` is raised
+and the caller degrades (the naturalizer falls back to grounded renderers).
+
+What happened is recorded on the answer's ``response_metadata``: ``tollgate_provider`` (who
+answered) and ``tollgate_fallbacks`` (each provider that failed, with the failure kind), so
+the graph can emit a ``model_fallback`` event and write the usage ledger.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import openai
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from pydantic import ConfigDict
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
+
+from policies.errors import Unavailable
+
+__all__ = ["Provider", "ResilientChatModel", "failure_kind"]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    """One configured endpoint and the chat model that talks to it."""
+
+    name: str
+    """Label for events and the usage ledger."""
+    model: BaseChatModel
+    """The client (``ChatOpenAI`` against the endpoint)."""
+    model_name: str
+    """The model the endpoint serves."""
+    strict: bool = False
+    """Bind tools in strict mode."""
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError)):
+        return True
+    if isinstance(exc, openai.APIConnectionError | httpx.TransportError):
+        return True
+    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
+
+
+def failure_kind(exc: BaseException) -> str:
+    """A short, secret-free name for a provider failure."""
+    if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
+        return "timeout"
+    if isinstance(exc, openai.RateLimitError):
+        return "rate_limited"
+    if isinstance(exc, openai.APIStatusError):
+        return f"http_{exc.status_code}"
+    if isinstance(exc, openai.APIConnectionError | httpx.TransportError):
+        return "connection"
+    return type(exc).__name__
+
+
+class ResilientChatModel(BaseChatModel):
+    """Tries each provider in order (with retries), then the fallback model."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    providers: list[Provider]
+    """Ordered providers."""
+    fallback: BaseChatModel | None = None
+    """Answers when every provider failed (the offline picker), or ``None``."""
+    max_attempts: int = 3
+    """Attempts per provider for retryable failures."""
+    budget_seconds: float = 20.0
+    """Time budget per provider for those attempts."""
+    min_wait_seconds: float = 0.2
+    """Base of the exponential backoff (jittered)."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "tollgate-resilient"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+        """Remember the tools; each provider binds them itself (strict where configured)."""
+        return self.bind(tools=list(tools), **kwargs)
+
+    def _retrying(self) -> AsyncRetrying:
+        return AsyncRetrying(
+            stop=stop_after_attempt(self.max_attempts) | stop_after_delay(self.budget_seconds),
+            wait=wait_random_exponential(multiplier=self.min_wait_seconds, max=4.0),
+            retry=retry_if_exception(_retryable),
+            reraise=True,
+        )
+
+    @staticmethod
+    def _bound(provider: Provider, tools: list[Any] | None) -> Any:
+        if not tools:
+            return provider.model
+        if provider.strict:
+            from tools.registry import strict_function_schema
+
+            return provider.model.bind_tools([strict_function_schema(t) for t in tools], strict=True)
+        return provider.model.bind_tools(tools)
+
+    @staticmethod
+    def _mark(message: BaseMessage, provider: str, model: str, failures: list[dict[str, str]]) -> None:
+        message.response_metadata["tollgate_provider"] = provider
+        message.response_metadata["tollgate_model"] = model
+        message.response_metadata["tollgate_fallbacks"] = list(failures)
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any,
+    ) -> ChatResult:
+        raise NotImplementedError("ResilientChatModel is async-only; use ainvoke/astream")
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any,
+    ) -> ChatResult:
+        tools: list[Any] | None = kwargs.get("tools")
+        failures: list[dict[str, str]] = []
+        for provider in self.providers:
+            runnable = self._bound(provider, tools)
+            try:
+                async for attempt in self._retrying():
+                    with attempt:
+                        message = await runnable.ainvoke(messages)
+            except Exception as exc:  # noqa: BLE001 - any provider failure moves to the next one
+                failures.append({"provider": provider.name, "error": failure_kind(exc)})
+                _log.warning("model provider %s failed (%s)", provider.name, failure_kind(exc))
+                continue
+            self._mark(message, provider.name, provider.model_name, failures)
+            return ChatResult(generations=[ChatGeneration(message=message)])
+        if self.fallback is None:
+            raise Unavailable("every model provider")
+        runnable = self.fallback.bind_tools(tools) if tools else self.fallback
+        message = await runnable.ainvoke(messages)
+        self._mark(message, "offline", "offline", failures)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    async def _astream(
+        self, messages: list[BaseMessage], stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        failures: list[dict[str, str]] = []
+        for provider in self.providers:
+            stream: AsyncIterator[Any] | None = None
+            first: Any = None
+            try:
+                async for attempt in self._retrying():
+                    with attempt:
+                        # Retrying is only safe until the first token: open the stream and
+                        # read one chunk inside the retry; afterwards a failure propagates.
+                        stream = provider.model.astream(messages).__aiter__()
+                        first = await stream.__anext__()
+            except StopAsyncIteration:
+                first, stream = AIMessageChunk(content=""), None
+            except Exception as exc:  # noqa: BLE001 - any provider failure moves to the next one
+                failures.append({"provider": provider.name, "error": failure_kind(exc)})
+                continue
+            self._mark(first, provider.name, provider.model_name, failures)
+            yield ChatGenerationChunk(message=first)
+            if stream is not None:
+                async for chunk in stream:
+                    yield ChatGenerationChunk(message=chunk)
+            return
+        if self.fallback is None:
+            raise Unavailable("every model provider")
+        answer = await self.fallback.ainvoke(messages)
+        chunk = AIMessageChunk(content=answer.content if isinstance(answer, AIMessage) else "")
+        self._mark(chunk, "offline", "offline", failures)
+        yield ChatGenerationChunk(message=chunk)

@@ -1,0 +1,122 @@
+"""Decoding the picker model's answer into a plan (private helpers of :mod:`nodes.picker`)."""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+import uuid
+from typing import Any, Final
+
+from langchain_core.messages import AIMessage
+
+from graph.state import Plan
+from nodes.menu import Menu
+from policies.arguments import validate_args
+from policies.counts import clamp_count, explicit_count
+from tools.registry import ActionSpec, Registry
+
+__all__ = ["decode_call", "is_capability_question", "message_text", "single_call", "usage_record"]
+
+_CAPABILITY: Final = re.compile(
+    r"^\s*(?:what\s+(?:can|could)\s+you\s+(?:do|help(?:\s+me)?\s+with)|help|what\s+are\s+your\s+(?:capabilities|skills|features)"
+    r"|what\s+do\s+you\s+do|how\s+can\s+you\s+help(?:\s+me)?)\s*[?.!]*\s*$",
+    re.I,
+)
+
+
+def is_capability_question(text: str) -> bool:
+    """Whether the request asks what Tollgate can do (answered from the registry alone)."""
+    return bool(_CAPABILITY.match(text))
+
+
+def _accepts_none(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _accepts_none(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return any(a is type(None) for a in typing.get_args(annotation))
+    return annotation is type(None)
+
+
+def _drop_nulls(action: ActionSpec, args: object) -> object:
+    """Strict-mode models send ``null`` for "not given": drop it where the field is not nullable."""
+    if not isinstance(args, dict):
+        return args
+    fields = action.args.model_fields
+    return {
+        k: v for k, v in args.items() if not (v is None and k in fields and not _accepts_none(fields[k].annotation))
+    }
+
+
+def _apply_count(action: ActionSpec, args: dict[str, Any], request: str) -> dict[str, Any]:
+    """A count the user typed overrides the model's, clamped to the action's bounds."""
+    field = action.args.model_fields.get("limit")
+    count = explicit_count(request)
+    if field is None or count is None:
+        return args
+    lo, hi = 1, count
+    for meta in field.metadata:
+        lo = getattr(meta, "ge", lo) if getattr(meta, "ge", None) is not None else lo
+        hi = getattr(meta, "le", hi) if getattr(meta, "le", None) is not None else hi
+    return args | {"limit": clamp_count(count, lo, hi)}
+
+
+def decode_call(registry: Registry, menu: Menu, message: AIMessage, request: str) -> tuple[Plan | None, list[str]]:
+    """Strictly decode the first tool call into a plan, or return the violations.
+
+    A registered function outside the menu is refused as not offered, except operator-only
+    and blocklisted ones, which decode so the tier gate refuses them with its own reason.
+    """
+    call = message.tool_calls[0]
+    name = call.get("name") or ""
+    found = registry.lookup(name)
+    if found is None:
+        return None, [f"unknown function {name[:64]!r}; call one of the functions offered"]
+    tool, action = found
+    if name not in menu.names and action.tier in ("allowlist", "confirmation"):
+        return None, [f"function {name[:64]!r} is not offered for this request; call one of the functions offered"]
+    verdict = validate_args(action.args, _drop_nulls(action, call.get("args")))
+    if not verdict.ok or verdict.value is None:
+        return None, list(verdict.violations)
+    args = _apply_count(action, verdict.value.model_dump(mode="json", exclude_none=True), request)
+    plan = Plan(
+        call_id=str(call.get("id") or f"call_{uuid.uuid4().hex[:12]}"),
+        tool=tool.name,
+        action=action.name,
+        args=args,
+    )
+    return plan, []
+
+
+def single_call(message: AIMessage) -> AIMessage:
+    """Keep only the first tool call, so the turn's history stays a valid tool-call exchange."""
+    if len(message.tool_calls) <= 1:
+        return message
+    return message.model_copy(update={"tool_calls": message.tool_calls[:1], "invalid_tool_calls": []})
+
+
+def message_text(message: AIMessage) -> str:
+    """The text content of an AI message."""
+    content = message.content
+    if isinstance(content, str):
+        return content.strip()
+    parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+    return "".join(str(p) for p in parts).strip()
+
+
+def usage_record(role: str, message: AIMessage, prompt_chars: int) -> dict[str, Any] | None:
+    """A usage-ledger row for an answer from a configured provider (``None`` for the offline picker)."""
+    meta = message.response_metadata
+    provider = meta.get("tollgate_provider")
+    if provider is None or provider == "offline":
+        return None
+    usage = message.usage_metadata
+    if usage:
+        return {"role": role, "provider": provider, "model": meta.get("tollgate_model", ""),
+                "input_tokens": int(usage.get("input_tokens", 0)), "output_tokens": int(usage.get("output_tokens", 0)),
+                "estimated": False}
+    # No usage block: estimate at about four characters a token.
+    out_chars = len(message_text(message)) + sum(len(str(c.get("args", ""))) for c in message.tool_calls)
+    return {"role": role, "provider": provider, "model": meta.get("tollgate_model", ""),
+            "input_tokens": max(1, prompt_chars // 4), "output_tokens": max(1, out_chars // 4), "estimated": True}
