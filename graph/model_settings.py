@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 __all__ = ["ModelConfigError", "ProviderSettings", "Role", "resolve_providers"]
 
@@ -72,4 +72,11 @@ def resolve_providers(
         if base_url is not None and role == "picker":
             raise ModelConfigError("OPENAI_BASE_URL is set but no model: set TOLLGATE_PICKER_MODEL")
         return []
-    return [_check(ProviderSettings(name="default", base_url=base_url or _OPENAI, model=model, api_key=api_key), role)]
+    try:
+        shorthand = ProviderSettings(name="default", base_url=base_url or _OPENAI, model=model, api_key=api_key)
+    except ValidationError as exc:
+        fields = sorted({str(e["loc"][0]) for e in exc.errors(include_input=False) if e.get("loc")})
+        raise ModelConfigError(
+            f"{role} model settings are not usable ({', '.join(fields)}): check OPENAI_BASE_URL and the model name"
+        ) from None
+    return [_check(shorthand, role)]

@@ -1,0 +1,196 @@
+"""The real client path: langchain-openai against an OpenAI-compatible server on loopback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from graph.app import default_picker
+from graph.checkpointer import open_checkpointer
+from graph.db import Database
+from graph.llm import build_model
+from graph.model_settings import ModelConfigError, ProviderSettings
+from graph.runner import TurnRunner
+from graph.services import Services
+from graph.settings import Settings
+from graph.state import Context
+from graph.turn import build_graph
+from tests.fakes import ScriptedModel, call, say
+from tests.harness import Turns
+from tests.openai_stub import StubServer, hang, sse_text, status, stub_server, text, tool_call
+
+
+@pytest.fixture
+def stub() -> Iterator[StubServer]:
+    with stub_server() as server:
+        yield server
+
+
+@pytest.fixture
+def stub_b() -> Iterator[StubServer]:
+    with stub_server() as server:
+        yield server
+
+
+def _provider(name: str, server: StubServer, **extra: Any) -> ProviderSettings:
+    return ProviderSettings(name=name, base_url=server.base_url, model=f"{name}-model", **extra)
+
+
+async def _turns(services: Services, db: Database, settings: Settings, *, picker: list[ProviderSettings] | None = None,
+                 naturalizer: list[ProviderSettings] | None = None, offline: bool = False) -> Turns:
+    cfg = settings.model_copy(update={
+        "picker_providers": picker or [], "naturalizer_providers": naturalizer or [],
+        "model_max_attempts": 2, "model_retry_budget_seconds": 5.0,
+    })
+    svc = replace(services, settings=cfg)
+    if picker:
+        model = build_model(cfg, "picker", fallback=default_picker() if offline else None)
+        assert model is not None
+        svc = replace(svc, picker_model=model)
+    if naturalizer:
+        svc = replace(svc, naturalizer_model=build_model(cfg, "naturalizer", fallback=None))
+    return Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
+
+
+async def _usage(db: Database, owner: str) -> list[dict[str, Any]]:
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT role, provider, model, input_tokens, output_tokens, estimated FROM model_usage WHERE owner_id = %s ORDER BY id",
+            (owner,),
+        )
+        return list(await cur.fetchall())
+
+
+async def test_a_tool_call_pick_over_real_http(
+    stub: StubServer, services: Services, db: Database, settings: Settings, ctx: Context
+) -> None:
+    turns = await _turns(services, db, settings, picker=[_provider("local", stub)])
+    stub.push(tool_call("calendar__list", {"range": "today"}, usage={"in": 812, "out": 17}), text(""))
+    out = await turns.send(ctx, ctx.owner_id + "/http", "what's on my calendar today?")
+    assert out.outcome == "read" and out.reply is not None and "Standup" in out.reply
+    first = stub.requests[0]
+    assert first["model"] == "local-model"
+    functions = {t["function"]["name"]: t["function"] for t in first["tools"]}
+    assert "calendar__list" in functions and functions["calendar__list"]["parameters"]["additionalProperties"] is False
+    assert "<data kind=context" in first["messages"][0]["content"]
+    assert first["messages"][-1] == {"role": "user", "content": "what's on my calendar today?"}
+    # The second look carries the result as fenced data in a tool message.
+    assert stub.requests[1]["messages"][-1]["role"] == "tool"
+    assert "<data kind=tool_result" in stub.requests[1]["messages"][-1]["content"]
+    usage = await _usage(db, ctx.owner_id)
+    assert usage[0] == {"role": "picker", "provider": "local", "model": "local-model",
+                        "input_tokens": 812, "output_tokens": 17, "estimated": False}
+    assert usage[1]["estimated"] is True  # the second answer carried no usage block
+
+
+async def test_strict_providers_get_strict_schemas_and_null_means_absent(
+    stub: StubServer, services: Services, db: Database, settings: Settings, ctx: Context
+) -> None:
+    turns = await _turns(services, db, settings, picker=[_provider("openai", stub, strict=True)])
+    stub.push(tool_call("calendar__list", {"range": "today", "limit": None}), text(""))
+    out = await turns.send(ctx, ctx.owner_id + "/strict", "calendar today")
+    assert out.outcome == "read"
+    listed = next(t["function"] for t in stub.requests[0]["tools"] if t["function"]["name"] == "calendar__list")
+    assert listed["strict"] is True
+    assert set(listed["parameters"]["required"]) == set(listed["parameters"]["properties"])
+
+
+async def test_streamed_deltas_arrive_in_order_before_message_complete(
+    stub: StubServer, services: Services, db: Database, settings: Settings, model: ScriptedModel, ctx: Context
+) -> None:
+    turns = await _turns(services, db, settings, naturalizer=[_provider("writer", stub)])
+    model.push(call("calendar__list", {"range": "today"}), say(""))
+    stub.push(sse_text(["You have ", "three things ", "today."], reasoning=["Count the rows."], usage={"in": 300, "out": 6}))
+    out = await turns.send(ctx, ctx.owner_id + "/stream", "what's on today")
+    kinds = [e["type"] for e in out.events]
+    deltas = [e["data"]["text"] for e in out.events if e["type"] == "token_delta"]
+    assert deltas == ["You have ", "three things ", "today."]
+    assert kinds.index("reasoning_delta") < kinds.index("token_delta") < kinds.index("message_complete")
+    assert kinds[-1] == "message_complete" and out.reply == "You have three things today."
+    assert stub.requests[0]["stream"] is True
+    usage = await _usage(db, ctx.owner_id)
+    assert usage == [{"role": "naturalizer", "provider": "writer", "model": "writer-model",
+                      "input_tokens": 300, "output_tokens": 6, "estimated": False}]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param(tool_call("calendar__list", {"range": "today", "owner_id": "victim"}), id="extra-owner-key"),
+        pytest.param(tool_call("calendar__list", '{"range": "today"'), id="malformed-json"),
+        pytest.param(tool_call("calendar__teleport", {}), id="unknown-function"),
+    ],
+)
+async def test_a_malformed_call_gets_one_correction_round(
+    stub: StubServer, services: Services, db: Database, settings: Settings, ctx: Context, bad: Any
+) -> None:
+    turns = await _turns(services, db, settings, picker=[_provider("local", stub)])
+    stub.push(bad, tool_call("calendar__list", {"range": "today"}), text(""))
+    out = await turns.send(ctx, ctx.owner_id + "/fix", "calendar today")
+    assert out.outcome == "read" and out.events[0]["data"]["corrected"] is True
+    feedback = stub.requests[1]["messages"][-1]
+    assert feedback["role"] == "tool" and "Invalid call, nothing ran" in feedback["content"]
+
+
+async def test_429_then_success_retries_the_same_provider(
+    stub: StubServer, services: Services, db: Database, settings: Settings, ctx: Context
+) -> None:
+    turns = await _turns(services, db, settings, picker=[_provider("local", stub)])
+    stub.push(status(429), tool_call("calendar__list", {"range": "today"}), text(""))
+    out = await turns.send(ctx, ctx.owner_id + "/429", "calendar today")
+    assert out.outcome == "read"
+    assert len(stub.requests) == 3
+    assert "model_fallback" not in [e["type"] for e in out.events]
+
+
+async def test_500_moves_to_the_next_provider_and_says_so(
+    stub: StubServer, stub_b: StubServer, services: Services, db: Database, settings: Settings, ctx: Context
+) -> None:
+    turns = await _turns(services, db, settings, picker=[_provider("primary", stub), _provider("backup", stub_b)])
+    stub.push(status(500), status(500), status(502), status(502))  # both picker steps of the turn
+    stub_b.push(tool_call("calendar__list", {"range": "today"}), text(""))
+    out = await turns.send(ctx, ctx.owner_id + "/500", "calendar today")
+    assert out.outcome == "read"
+    fallbacks = [e["data"] for e in out.events if e["type"] == "model_fallback"]
+    assert fallbacks[0] == {"role": "picker", "failed": [{"provider": "primary", "error": "http_500"}], "answered_by": "backup"}
+    assert fallbacks[1]["failed"] == [{"provider": "primary", "error": "http_502"}]
+    assert len(stub.requests) == 4  # the retry budget of each call, then the next provider
+
+
+async def test_timeouts_fall_back_to_the_offline_picker(
+    stub: StubServer, services: Services, db: Database, settings: Settings, ctx: Context
+) -> None:
+    turns = await _turns(services, db, settings, picker=[_provider("slow", stub, timeout_seconds=0.3)], offline=True)
+    stub.push(hang(1.5), hang(1.5), hang(1.5), hang(1.5))
+    out = await turns.send(ctx, ctx.owner_id + "/timeout", "what's on my calendar today?")
+    assert out.outcome == "read" and out.reply is not None and "Standup" in out.reply
+    fallback = next(e["data"] for e in out.events if e["type"] == "model_fallback")
+    assert fallback["answered_by"] == "offline" and fallback["failed"][0]["error"] == "timeout"
+
+
+async def test_a_failing_naturalizer_stream_falls_back_to_the_renderer_with_an_event(
+    stub: StubServer, services: Services, db: Database, settings: Settings, model: ScriptedModel, ctx: Context
+) -> None:
+    turns = await _turns(services, db, settings, naturalizer=[_provider("writer", stub)])
+    model.push(call("calendar__list", {"range": "today"}), say(""))
+    stub.push(status(503), status(503))
+    out = await turns.send(ctx, ctx.owner_id + "/nat-down", "what's on today")
+    assert out.reply is not None and "Standup" in out.reply and "Design review" in out.reply
+    assert any(e["type"] == "model_fallback" and e["data"]["answered_by"] == "renderer" for e in out.events)
+
+
+@pytest.mark.parametrize(
+    ("update", "message"),
+    [
+        pytest.param({"picker_model": "gpt-x"}, "OPENAI_API_KEY", id="openai-without-key"),
+        pytest.param({"openai_base_url": "http://localhost:8000/v1"}, "TOLLGATE_PICKER_MODEL", id="base-url-without-model"),
+        pytest.param({"picker_model": "m", "openai_base_url": "ftp://models.example"}, "http(s) URL", id="bad-scheme"),
+        pytest.param({"picker_model": "m", "openai_base_url": "x"}, "OPENAI_BASE_URL", id="garbage-url"),
+    ],
+)
+def test_unusable_model_configuration_is_refused_with_what_to_set(settings: Settings, update: dict[str, Any], message: str) -> None:
+    with pytest.raises(ModelConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        build_model(settings.model_copy(update=update), "picker", fallback=None)

@@ -1,0 +1,119 @@
+"""Picker context: app tags, the count grammar, the BM25 shortlist and "what can you do"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from graph.state import Context
+from nodes.menu import MenuBuilder
+from policies.arguments import ArgsModel
+from policies.counts import explicit_count
+from policies.tags import read_tags
+from tests.fakes import ScriptedModel, call, say
+from tests.harness import Turns
+from tools.builtin import builtin_tools, default_registry
+from tools.registry import ActionResult, ActionSpec, ExecContext, Registry, ToolSpec
+
+
+@pytest.mark.parametrize(
+    ("text", "count"),
+    [
+        ("show my top 5 emails", 5),
+        ("the last three messages", 3),
+        ("10 unread emails please", 10),
+        ("first ten tasks", 10),
+        ("remind me at 5", None),
+        ("what's on at 3pm", None),
+        ("in the last 2 hours", None),
+        ("my mail", None),
+    ],
+)
+def test_count_grammar(text: str, count: int | None) -> None:
+    assert explicit_count(text) == count
+
+
+def test_tags_narrow_and_unknown_tags_fall_open() -> None:
+    names = ["calendar", "mail", "tasks", "reminders"]
+    assert read_tags("#mail anything new?", names).tools == {"mail"}
+    assert read_tags("#email and #todo", names).tools == {"mail", "tasks"}
+    unknown = read_tags("#shopping list please", names)
+    assert unknown.tools == frozenset() and unknown.ignored == ("shopping",)
+    assert read_tags("issue #42 and C# code", names).tools == frozenset()
+
+
+async def test_a_tag_narrows_the_menu_the_model_sees(turns: Turns, model: ScriptedModel, ctx: Context) -> None:
+    model.push(call("mail__list", {}), say(""))
+    out = await turns.send(ctx, ctx.owner_id + "/tag", "#mail what's new")
+    offered = {t["function"]["name"] for t in model.bound_tools}
+    assert offered and all(name.startswith("mail__") for name in offered)
+    assert out.events[0]["data"]["tags"] == ["mail"]
+
+
+async def test_a_call_outside_the_narrowed_menu_is_refused(turns: Turns, model: ScriptedModel, ctx: Context) -> None:
+    model.push(call("calendar__list", {}), call("calendar__list", {}))
+    out = await turns.send(ctx, ctx.owner_id + "/narrow", "#mail what's new")
+    assert out.outcome == "clarify"
+    assert "not offered" in str(model.prompts[1][-1].content)
+
+
+async def test_the_users_count_overrides_the_models(turns: Turns, model: ScriptedModel, ctx: Context) -> None:
+    model.push(call("mail__list", {"limit": 25}), say(""))
+    out = await turns.send(ctx, ctx.owner_id + "/count", "show my top 2 emails")
+    snapshot = await turns.runner.graph.aget_state({"configurable": {"thread_id": ctx.owner_id + "/count"}})
+    assert snapshot.values["plan"]["args"]["limit"] == 2
+    assert len(snapshot.values["recent"]["mail"]["rows"]) == 2
+    assert out.reply is not None
+
+
+async def test_counts_are_clamped_to_the_actions_ceiling(turns: Turns, model: ScriptedModel, ctx: Context) -> None:
+    model.push(call("mail__list", {}), say(""))
+    await turns.send(ctx, ctx.owner_id + "/ceiling", "show my top 500 emails")
+    snapshot = await turns.runner.graph.aget_state({"configurable": {"thread_id": ctx.owner_id + "/ceiling"}})
+    assert snapshot.values["plan"]["args"]["limit"] == 25  # the schema's maximum
+
+
+async def test_what_can_you_do_is_answered_from_the_registry(turns: Turns, model: ScriptedModel, ctx: Context) -> None:
+    out = await turns.send(ctx, ctx.owner_id + "/caps", "What can you do?")
+    assert out.reply == default_registry().capability_summary()
+    assert model.prompts == []  # no model call at all
+
+
+class _Q(ArgsModel):
+    """No arguments."""
+
+
+async def _noop(ctx: ExecContext, args: Any) -> ActionResult:
+    return {"tool": "x", "action": "y", "kind": "item", "summary": "ok"}
+
+
+def _big_registry(extra: int) -> Registry:
+    topics = ["invoice", "weather", "flight", "recipe", "parcel", "stock", "train", "hotel", "music", "podcast"]
+    tools = [
+        ToolSpec(
+            name=f"{topics[i % len(topics)]}{i}",
+            description=f"Look up {topics[i % len(topics)]} details.",
+            capability_phrase=f"look up {topics[i % len(topics)]}s",
+            actions=(ActionSpec("lookup", f"Find {topics[i % len(topics)]} information.", _Q, "allowlist", _noop,
+                                lambda r: "", (f"find my {topics[i % len(topics)]}",)),),
+        )
+        for i in range(extra)
+    ]
+    return Registry((*builtin_tools(), *tools))
+
+
+def test_a_large_registry_gets_a_relevant_shortlist() -> None:
+    registry = _big_registry(60)
+    builder = MenuBuilder(registry, cap=12)
+    menu = builder.build("what's on my calendar tomorrow?")
+    assert menu.shortlisted and len(menu.schemas) == 12
+    assert "calendar__list" in menu.names
+    mail = builder.build("cancel the parcel delivery lookup")
+    assert any(name.startswith("parcel") for name in mail.names)
+
+
+def test_a_small_registry_is_offered_whole() -> None:
+    builder = MenuBuilder(default_registry(), cap=24)
+    menu = builder.build("anything")
+    assert not menu.shortlisted and len(menu.schemas) == len(default_registry().function_schemas())
