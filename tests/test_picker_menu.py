@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from graph.state import Context
+from nodes._picking import decode_call
 from nodes.menu import MenuBuilder
 from policies.arguments import ArgsModel
 from policies.counts import explicit_count
@@ -62,16 +63,23 @@ async def test_the_users_count_overrides_the_models(turns: Turns, model: Scripte
     model.push(call("mail__list", {"limit": 25}), say(""))
     out = await turns.send(ctx, ctx.owner_id + "/count", "show my top 2 emails")
     snapshot = await turns.runner.graph.aget_state({"configurable": {"thread_id": ctx.owner_id + "/count"}})
-    assert snapshot.values["plan"]["args"]["limit"] == 2
     assert len(snapshot.values["recent"]["mail"]["rows"]) == 2
     assert out.reply is not None
 
 
-async def test_counts_are_clamped_to_the_actions_ceiling(turns: Turns, model: ScriptedModel, ctx: Context) -> None:
-    model.push(call("mail__list", {}), say(""))
-    await turns.send(ctx, ctx.owner_id + "/ceiling", "show my top 500 emails")
-    snapshot = await turns.runner.graph.aget_state({"configurable": {"thread_id": ctx.owner_id + "/ceiling"}})
-    assert snapshot.values["plan"]["args"]["limit"] == 25  # the schema's maximum
+@pytest.mark.parametrize(
+    ("request_text", "model_limit", "planned"),
+    [
+        pytest.param("show my top 500 emails", 3, 25, id="clamped-to-ceiling"),
+        pytest.param("show my top 2 emails", 25, 2, id="user-count-wins"),
+        pytest.param("show my emails", 7, 7, id="no-count-keeps-model-value"),
+    ],
+)
+def test_counts_are_the_users_and_clamped_to_the_actions_ceiling(request_text: str, model_limit: int, planned: int) -> None:
+    registry = default_registry()
+    menu = MenuBuilder(registry, cap=24).build(request_text)
+    plan, violations = decode_call(registry, menu, call("mail__list", {"limit": model_limit}), request_text)
+    assert violations == [] and plan is not None and plan["args"]["limit"] == planned
 
 
 async def test_what_can_you_do_is_answered_from_the_registry(turns: Turns, model: ScriptedModel, ctx: Context) -> None:
