@@ -27,6 +27,7 @@ run: setup
 
 ## Every test, against a real (embedded) PostgreSQL.
 test: setup
+	$(PY) -m evals.routing
 	$(PY) -m pytest
 
 ## The offline picker's routing eval (prints a table; fails below its floor).
