@@ -10,7 +10,7 @@ export LANGGRAPH_CLI_NO_ANALYTICS := 1
 export LANGSMITH_TRACING := false
 export LANGGRAPH_NO_VERSION_CHECK := true
 
-.PHONY: setup run test eval lock clean
+.PHONY: setup run test eval bench bench-smoke lock clean
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,11 +28,20 @@ run: setup
 ## Every test, against a real (embedded) PostgreSQL.
 test: setup
 	$(PY) -m evals.routing
+	$(PY) -m bench --smoke
 	$(PY) -m pytest
 
 ## The offline picker's routing eval (prints a table; fails below its floor).
 eval: setup
 	$(PY) -m evals.routing
+
+## Benchmarks: Tollgate vs a bare LangChain agent, as ratios in one run (a few minutes).
+bench: setup
+	$(PY) -m bench
+
+## The benchmarks with tiny counts (seconds), so they cannot rot; part of `make test`.
+bench-smoke: setup
+	$(PY) -m bench --smoke
 
 ## Re-pin every dependency (writes requirements.lock).
 lock:

@@ -87,23 +87,33 @@ class TurnRunner:
         return {"configurable": {"thread_id": thread_id}}
 
     @asynccontextmanager
-    async def _thread_lock(self, thread_id: str) -> AsyncIterator[None]:
-        """Serialize runs on one thread across tasks and processes."""
+    async def _owned_thread(self, ctx: Context, thread_id: str, *, must_exist: bool) -> AsyncIterator[None]:
+        """Hold the thread's lock (across tasks and processes) after checking the caller owns it.
+
+        One round trip takes the lock and reads the owner; another owner's thread is
+        indistinguishable from a missing one (``NotFound``).
+        """
+        key = _lock_key(thread_id)
         async with self.services.db.pool.connection() as conn:
-            await conn.execute("SELECT pg_advisory_lock(%s)", (_lock_key(thread_id),))
+            cur = await conn.execute(
+                "SELECT pg_advisory_lock(%s) AS locked, (SELECT owner_id FROM threads WHERE thread_id = %s) AS owner_id",
+                (key, thread_id),
+            )
+            row = await cur.fetchone()
             try:
+                owner = row["owner_id"] if row else None
+                if (owner is None and must_exist) or (owner is not None and owner != ctx.owner_id):
+                    raise NotFound("thread", thread_id)
                 yield
             finally:
-                await conn.execute("SELECT pg_advisory_unlock(%s)", (_lock_key(thread_id),))
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
-    async def _owner_of(self, thread_id: str) -> str | None:
+    async def _require_thread(self, ctx: Context, thread_id: str, *, must_exist: bool) -> None:
+        """Check ownership without taking the lock (for refusals that must not wait on a running turn)."""
         async with self.services.db.pool.connection() as conn:
             cur = await conn.execute("SELECT owner_id FROM threads WHERE thread_id = %s", (thread_id,))
             row = await cur.fetchone()
-        return row["owner_id"] if row else None
-
-    async def _require_thread(self, ctx: Context, thread_id: str, *, must_exist: bool) -> None:
-        owner = await self._owner_of(thread_id)
+        owner = row["owner_id"] if row else None
         if (owner is None and must_exist) or (owner is not None and owner != ctx.owner_id):
             raise NotFound("thread", thread_id)  # another owner's thread is indistinguishable from none
 
@@ -162,15 +172,8 @@ class TurnRunner:
         """Run a new turn with the user's ``message``; yields its events."""
         if not isinstance(message, str) or not message.strip() or len(message) > _MAX_MESSAGE:
             raise InvalidArgs("chat", [f"message must be 1-{_MAX_MESSAGE} characters"])
-        await self._require_thread(ctx, thread_id, must_exist=False)
-        async with self._thread_lock(thread_id):
-            async with self.services.db.pool.connection() as conn:
-                # A new message supersedes whatever was waiting for approval on this thread.
-                await conn.execute(
-                    """UPDATE approvals SET status = 'superseded', decided_at = now()
-                       WHERE thread_id = %s AND owner_id = %s AND status = 'pending'""",
-                    (thread_id, ctx.owner_id),
-                )
+        # The picker marks an approval this message supersedes, inside the run, under the lock.
+        async with self._owned_thread(ctx, thread_id, must_exist=False):
             async for event in self._run(ctx, thread_id, {"messages": [HumanMessage(content=message)]}, resume=False):
                 yield event
 
@@ -189,7 +192,7 @@ class TurnRunner:
             claims = None  # the graph resolves an expired approval as rejected, honestly
         if claims is not None and (claims.owner_id != ctx.owner_id or claims.thread_id != thread_id):
             raise ApprovalInvalid("token belongs to another owner or thread")
-        async with self._thread_lock(thread_id):
+        async with self._owned_thread(ctx, thread_id, must_exist=True):
             request = await self._pending_request(thread_id)
             if request is None:
                 raise ApprovalInvalid("nothing is pending on this thread (already decided or superseded)")

@@ -42,24 +42,27 @@ def _idem_key(state: TurnState, plan: Plan, thread_id: str) -> str:
 
 
 async def _run_once(svc: Services, spec: ActionSpec, ctx: Context, plan: Plan, key: str | None) -> tuple[ActionResult, bool]:
-    """One attempt in one transaction; returns the result and whether it was a ledger replay."""
+    """One attempt; returns the result and whether it was a ledger replay.
+
+    A write runs in one transaction with its ledger row; a read needs no transaction.
+    """
     args = load_args(spec.args, plan["args"])
     try:
+        if key is None:
+            # A read: one statement or a few, no transaction round trips needed.
+            async with svc.db.pool.connection() as conn:
+                return await spec.executor(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args), False
         async with svc.db.pool.connection() as conn:
             async with conn.transaction():
-                if key is not None:
-                    cur = await conn.execute(_LEDGER_GET, (key, ctx.owner_id))
-                    row = await cur.fetchone()
-                    if row is not None:
-                        return row["result"], True
+                cur = await conn.execute(_LEDGER_GET, (key, ctx.owner_id))
+                row = await cur.fetchone()
+                if row is not None:
+                    return row["result"], True
                 result = await spec.executor(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn, key), args)
-                if key is not None:
-                    await conn.execute(
-                        _LEDGER_PUT, (key, ctx.owner_id, plan["tool"], plan["action"], json.dumps(result))
-                    )
+                await conn.execute(_LEDGER_PUT, (key, ctx.owner_id, plan["tool"], plan["action"], json.dumps(result)))
     except (psycopg.OperationalError, psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected):
         raise Transient(f"{plan['tool']}.{plan['action']}") from None
-    if key is not None and svc.hooks.after_effect_commit is not None:
+    if svc.hooks.after_effect_commit is not None:
         svc.hooks.after_effect_commit(key)
     return result, False
 

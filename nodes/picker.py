@@ -35,9 +35,16 @@ WITH ins AS (
     ON CONFLICT (thread_id) DO UPDATE SET updated_at = now()
     WHERE threads.owner_id = EXCLUDED.owner_id
     RETURNING owner_id
+), superseded AS (
+    -- A new message supersedes whatever was waiting for approval on this thread.
+    UPDATE approvals SET status = 'superseded', decided_at = now()
+    WHERE thread_id = %(thread)s AND owner_id = %(owner)s AND status = 'pending'
+      AND EXISTS (SELECT 1 FROM ins)
+    RETURNING 1
 )
 SELECT
     (SELECT owner_id FROM ins) AS owner_id,
+    (SELECT count(*) FROM superseded) AS superseded,
     (SELECT coalesce(json_agg(content ORDER BY id), '[]'::json) FROM (
         SELECT id, content FROM transcript
         WHERE thread_id = %(thread)s AND role = 'user'

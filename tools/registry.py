@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, NotRequired, TypedDict
 
+from types import MappingProxyType
+
 from psycopg import AsyncConnection
 from pydantic import BaseModel
 
@@ -198,6 +200,7 @@ class Registry:
 
     def __init__(self, tools: Iterable[ToolSpec], settings: Mapping[str, Any] | None = None) -> None:
         settings = settings or {}
+        self._tier_map: Mapping[tuple[str, str], Tier] | None = None
         self._tools: dict[str, ToolSpec] = {}
         self._by_function: dict[str, tuple[ToolSpec, ActionSpec]] = {}
         for tool in tools:
@@ -227,9 +230,11 @@ class Registry:
         found = self._by_function.get(function_name(tool, action))
         return found[1] if found else None
 
-    def tier_map(self) -> dict[tuple[str, str], Tier]:
-        """The server's explicit tier map, projected from the specs."""
-        return {(t.name, a.name): a.tier for t, a in self.actions()}
+    def tier_map(self) -> Mapping[tuple[str, str], Tier]:
+        """The server's explicit tier map, projected from the specs (computed once)."""
+        if self._tier_map is None:
+            self._tier_map = MappingProxyType({(t.name, a.name): a.tier for t, a in self.actions()})
+        return self._tier_map
 
     def function_schemas(self, tools: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Closed OpenAI-style function schemas, one per (tool, action) the model may call.

@@ -1,0 +1,226 @@
+"""P1, P2, P4, P5, P6: the governed turn against a bare ``create_agent`` on the same PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage
+from langchain_core.tools import StructuredTool
+
+from bench.env import Env, compare
+from bench.models import CyclicModel
+from graph.checkpointer import open_checkpointer
+from graph.db import Database, open_database
+from graph.runner import TurnRunner
+from graph.services import Services
+from graph.state import Context
+from graph.turn import build_graph
+from policies.arguments import ArgsModel
+from tools.args import CalendarListArgs
+from tools.builtin import builtin_tools, default_registry
+from tools.calendar import CALENDAR, list_events
+from tools.demo import seed_demo
+from tools.registry import ActionResult, ActionSpec, ExecContext, Registry, ToolSpec
+
+__all__ = ["Row", "run_turn_benchmarks"]
+
+_TZ = "Europe/Paris"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the results table."""
+
+    id: str
+    what: str
+    value: str
+    goal: str
+    ok: bool | None
+
+
+def _read_call(_text: str) -> tuple[str, dict[str, Any]]:
+    return "calendar__list", {"range": "today"}
+
+
+def _task_call(text: str) -> tuple[str, dict[str, Any]]:
+    return "tasks__create", {"title": text[:60]}
+
+
+def _runner(db: Database, env: Env, saver: Any, model: CyclicModel, registry: Registry | None = None) -> TurnRunner:
+    svc = Services(settings=env.settings, db=db, registry=registry or default_registry(), picker_model=model,
+                   approval_key=env.settings.approval_key())
+    return TurnRunner(build_graph(svc, checkpointer=saver), svc)
+
+
+def _bare_agent(db: Database, saver: Any, owner: str) -> Any:
+    async def list_calendar(range: str) -> str:  # noqa: A002 - the tool's argument name
+        """List calendar events in a window."""
+        async with db.pool.connection() as conn, conn.transaction():
+            result = await list_events(ExecContext(owner, _TZ, datetime.now(UTC), conn), CalendarListArgs(range=range))
+        return CALENDAR.actions[0].renderer(result)
+
+    tool = StructuredTool.from_function(coroutine=list_calendar, name="list_calendar")
+    model = CyclicModel(call=lambda _t: ("list_calendar", {"range": "today"}), reply="Here is your day.")
+    return create_agent(model, tools=[tool], checkpointer=saver)
+
+
+async def _thread_bytes(db: Database, thread_id: str) -> int:
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            """SELECT coalesce((SELECT sum(pg_column_size(c.*)) FROM checkpoints c WHERE thread_id = %(t)s), 0)
+                    + coalesce((SELECT sum(pg_column_size(b.*)) FROM checkpoint_blobs b WHERE thread_id = %(t)s), 0)
+                    + coalesce((SELECT sum(pg_column_size(w.*)) FROM checkpoint_writes w WHERE thread_id = %(t)s), 0)
+                    + coalesce((SELECT sum(pg_column_size(x.*)) FROM transcript x WHERE thread_id = %(t)s), 0) AS n""",
+            {"t": thread_id},
+        )
+        row = await cur.fetchone()
+    return int(row["n"]) if row else 0
+
+
+async def _statements(db: Database) -> tuple[int, int]:
+    """(statements, estimated round trips) since the last reset.
+
+    Foreign-key trigger lookups run inside the server and are not counted. The checkpointer
+    writes its blobs with ``executemany``, which psycopg pipelines into one round trip per
+    checkpoint, so those count once per checkpoint.
+    """
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            """SELECT coalesce(sum(calls), 0) AS statements,
+                      coalesce(sum(calls) FILTER (WHERE query ILIKE 'INSERT INTO checkpoint_blobs%%'), 0) AS blobs,
+                      coalesce(sum(calls) FILTER (WHERE query ILIKE 'INSERT INTO checkpoints %%'), 0) AS checkpoints
+               FROM pg_stat_statements
+               WHERE query NOT ILIKE '%%pg_stat_statements%%' AND query NOT ILIKE '%%FOR KEY SHARE OF%%'"""
+        )
+        row = await cur.fetchone()
+    if row is None:
+        return 0, 0
+    statements = int(row["statements"])
+    return statements, statements - int(row["blobs"]) + min(int(row["blobs"]), int(row["checkpoints"]))
+
+
+class _NoArgs(ArgsModel):
+    """No arguments."""
+
+
+async def _noop(ctx: ExecContext, args: Any) -> ActionResult:
+    return {"tool": "x", "action": "lookup", "kind": "item", "summary": "nothing"}
+
+
+def _registry_of(size: int) -> Registry:
+    """The built-ins plus synthetic read tools up to ``size`` actions."""
+    base = list(builtin_tools())
+    count = sum(len(t.actions) for t in base)
+    words = ["invoice", "parcel", "flight", "recipe", "stock", "train", "hotel", "podcast", "ticket", "receipt"]
+    extra = [
+        ToolSpec(name=f"{words[i % 10]}_{i}", description=f"Look up {words[i % 10]} records.",
+                 capability_phrase=f"look up {words[i % 10]}s",
+                 actions=(ActionSpec("lookup", f"Find a {words[i % 10]}.", _NoArgs, "allowlist", _noop, lambda r: "",
+                                     (f"find my {words[i % 10]}",)),))
+        for i in range(max(0, size - count))
+    ]
+    return Registry((*base, *extra))
+
+
+@asynccontextmanager
+async def _open(env: Env) -> AsyncIterator[tuple[Database, Any]]:
+    async with open_database(env.settings) as db:
+        yield db, await open_checkpointer(db)
+
+
+async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
+    """Run P1, P2, P4, P5, P6 and return their rows."""
+    rounds = 8 if smoke else 60
+    rows: list[Row] = []
+    async with _open(env) as (db, saver):
+        owner = "bench-" + uuid.uuid4().hex[:6]
+        async with db.pool.connection() as conn, conn.transaction():
+            await seed_demo(conn, owner, datetime.now(UTC), _TZ)
+        ctx = Context(owner_id=owner, timezone=_TZ)
+        ours = _runner(db, env, saver, CyclicModel(call=_read_call))
+        bare = _bare_agent(db, saver, owner)
+
+        async def governed_read() -> None:
+            out = await ours.send(ctx, "p1-" + uuid.uuid4().hex, "what's on my calendar today?")
+            assert out.outcome == "read", out.outcome
+
+        async def bare_turn() -> None:
+            await bare.ainvoke({"messages": [HumanMessage("what's on my calendar today?")]},
+                               {"configurable": {"thread_id": "bare-" + uuid.uuid4().hex}})
+
+        a, b = await compare(governed_read, bare_turn, rounds)
+        rows.append(Row("P1", "governed read turn / bare create_agent turn", f"{a * 1e3:.1f} ms / {b * 1e3:.1f} ms = {a / b:.2f}",
+                        "≤ 1.0", a / b <= 1.0))
+
+        writer = _runner(db, env, saver, CyclicModel(call=_task_call))
+
+        async def write_and_approve() -> None:
+            thread = "p2-" + uuid.uuid4().hex
+            out = await writer.send(ctx, thread, "add a task to water the plants")
+            assert out.approval is not None, out.outcome
+            done = await writer.decide(ctx, out.approval.approval_id, {"type": "approve"})
+            assert done.outcome == "executed", done.outcome
+
+        a, b = await compare(write_and_approve, bare_turn, rounds)
+        rows.append(Row("P2", "write turn + approval resume / one bare turn", f"{a * 1e3:.1f} ms / {b * 1e3:.1f} ms = {a / b:.2f}",
+                        "≤ 1.5", a / b <= 1.5))
+
+        # P4: a long thread vs a first turn, and bytes per thread as it grows.
+        marks = (10, 30) if smoke else (10, 100, 1000)
+        long_thread = "p4-" + uuid.uuid4().hex
+        done_turns = 0
+        sizes: list[str] = []
+        for mark in marks:
+            while done_turns < mark:
+                await ours.send(ctx, long_thread, "what's on my calendar today?")
+                done_turns += 1
+            total = await _thread_bytes(db, long_thread)
+            sizes.append(f"{mark}: {total / mark / 1024:.1f} KiB/turn")
+
+        async def long_turn() -> None:
+            await ours.send(ctx, long_thread, "what's on my calendar today?")
+
+        a, b = await compare(long_turn, governed_read, max(6, rounds // 2))
+        rows.append(Row("P4", f"turn after {marks[-1]} prior turns / first turn", f"{a / b:.2f}", "≤ 1.2", a / b <= 1.2))
+        per_turn = [float(s.split(": ")[1].split()[0]) for s in sizes]
+        linear = max(per_turn) <= 1.5 * min(per_turn)
+        rows.append(Row("P4", "bytes stored per thread, per turn", "; ".join(sizes), "flat (linear growth)", linear))
+        bare_thread = "bare-long-" + uuid.uuid4().hex
+        for _ in range(marks[0]):
+            await bare.ainvoke({"messages": [HumanMessage("what's on my calendar today?")]},
+                               {"configurable": {"thread_id": bare_thread}})
+        bare_bytes = await _thread_bytes(db, bare_thread)
+        rows.append(Row("P4", f"bare agent thread after {marks[0]} turns (for comparison)",
+                        f"{bare_bytes / marks[0] / 1024:.1f} KiB/turn", "-", None))
+
+        # P5: registry size.
+        big = _runner(db, env, saver, CyclicModel(call=_read_call), _registry_of(1000))
+        small = _runner(db, env, saver, CyclicModel(call=_read_call), _registry_of(20))
+
+        async def big_turn() -> None:
+            await big.send(ctx, "p5b-" + uuid.uuid4().hex, "what's on my calendar today?")
+
+        async def small_turn() -> None:
+            await small.send(ctx, "p5s-" + uuid.uuid4().hex, "what's on my calendar today?")
+
+        a, b = await compare(big_turn, small_turn, rounds)
+        rows.append(Row("P5", "turn with 1,000 registered actions / 20", f"{a / b:.2f}", "≤ 1.5", a / b <= 1.5))
+
+        # P6: statements per read turn, counted by pg_stat_statements (each is at most one round trip).
+        n = 10 if smoke else 50
+        async with db.pool.connection() as conn:
+            await conn.execute("SELECT pg_stat_statements_reset()")
+        for _ in range(n):
+            await governed_read()
+        statements, trips = await _statements(db)
+        rows.append(Row("P6", "database round trips per read turn (statements)",
+                        f"{trips / n:.1f} ({statements / n:.1f})", "≤ 4", trips / n <= 4))
+    return rows
+
+
