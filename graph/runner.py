@@ -20,6 +20,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 from psycopg.types.json import Jsonb
 
+from graph.audit import AuditRecord, append_audit
 from graph.events import TurnEvent
 from graph.services import Services
 from graph.state import Context
@@ -127,9 +128,29 @@ class TurnRunner:
                     return request
         return None
 
+    def _prune_due(self, turn_id: str) -> bool:
+        """Whether this finished turn should prune its thread's old checkpoints (about 1 in N)."""
+        every = self.services.settings.checkpoint_prune_every
+        if every <= 0 or not turn_id:
+            return False
+        return int(hashlib.sha256(turn_id.encode()).hexdigest()[:8], 16) % every == 0
+
+    async def _prune(self, thread_id: str) -> None:
+        """Keep only the latest checkpoint of a thread whose turn has finished.
+
+        LangGraph's saver keeps every checkpoint and every version of every channel; loading
+        the latest one then scans the thread's blobs, so a long thread slows down. The
+        conversation itself lives in the transcript table, so old checkpoints are only
+        time-travel history, bounded here to the last few turns.
+        """
+        prune = getattr(self.graph.checkpointer, "aprune", None)
+        if prune is not None:
+            await prune([thread_id], strategy="keep_latest")
+
     async def _run(self, ctx: Context, thread_id: str, graph_input: Any, *, resume: bool) -> AsyncIterator[TurnEvent]:
         interrupt_value: ApprovalRequest | None = None
         decided: str | None = None
+        last_turn = ""
         async for mode, chunk in self.graph.astream(
             graph_input,
             self._config(thread_id),
@@ -142,11 +163,16 @@ class TurnRunner:
                 event = TurnEvent(**event, thread_id=thread_id)
                 if event["type"] == "approval_decided":
                     decided = str(event["data"].get("decision"))
+                last_turn = event["turn_id"]
                 yield event
             elif mode == "updates" and isinstance(chunk, dict) and "__interrupt__" in chunk:
                 for intr in chunk["__interrupt__"]:
                     if isinstance(intr.value, dict) and "approval" in intr.value:
                         interrupt_value = intr.value
+        if interrupt_value is None and self._prune_due(last_turn):
+            await self._prune(thread_id)
+        if interrupt_value is None and not (resume and decided is not None):
+            return
         async with self.services.db.pool.connection() as conn:
             if interrupt_value is not None:
                 block = interrupt_value["approval"]
@@ -178,6 +204,20 @@ class TurnRunner:
                 yield event
 
     async def stream_resume(self, ctx: Context, thread_id: str, value: Any) -> AsyncIterator[TurnEvent]:
+        """Resume an interrupted turn; a resume refused before it runs is audited once, then raised."""
+        started = False
+        try:
+            async for event in self._checked_resume(ctx, thread_id, value):
+                started = True
+                yield event
+        except ApprovalInvalid as exc:
+            if not started:
+                record = AuditRecord(owner_id=ctx.owner_id, stage="runner", decision="invalid", reason="resume_refused",
+                                     code=exc.code, thread_id=thread_id[:200], detail={"why": exc.reason[:200]})
+                await append_audit(self.services.db.pool, record, now=self.services.clock())
+            raise
+
+    async def _checked_resume(self, ctx: Context, thread_id: str, value: Any) -> AsyncIterator[TurnEvent]:
         """Resume an interrupted turn with a raw resume value (token + one decision).
 
         The token is checked here first (signature, owner, thread, and that it names the

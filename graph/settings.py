@@ -20,7 +20,8 @@ _PLACEHOLDERS = frozenset({"", "changeme", "change-me", "secret", "dev", "develo
 class Settings(BaseSettings):
     """Configuration for every Tollgate process (server, CLI, worker, Studio)."""
 
-    model_config = SettingsConfigDict(env_prefix="TOLLGATE_", env_file=".env", extra="ignore")
+    # hide_input_in_errors: a validation error must never echo the environment (secrets, API keys).
+    model_config = SettingsConfigDict(env_prefix="TOLLGATE_", env_file=".env", extra="ignore", hide_input_in_errors=True)
 
     environment: Literal["development", "production"] = "development"
     """``production`` refuses unsafe defaults (a missing or placeholder approval secret)."""
@@ -42,6 +43,31 @@ class Settings(BaseSettings):
     """Timezone for owners who have none configured."""
     pool_max_size: int = Field(default=10, ge=1, le=200)
     """Maximum PostgreSQL connections per process."""
+    governance_mode: Literal["shadow", "enforce"] = "enforce"
+    """``shadow`` only records what DLP would block or send for approval; tiers, schemas, ids and
+    network safety are enforced in both modes."""
+    egress_mode: Literal["off", "shadow", "enforce"] = "enforce"
+    """The per-host egress allowlist: not consulted, misses only reported, or enforced."""
+    egress_allow_hosts: list[str] = Field(default_factory=list)
+    """Hosts Tollgate may connect to (JSON list; ``*.example.com`` for subdomains). The hosts of the
+    configured web-tool base URLs are added. Empty and no web tools: nothing."""
+    egress_allow_networks: list[str] = Field(default_factory=list)
+    """Non-global networks explicitly allowed (loopback test servers); refused in production.
+    Cloud metadata endpoints stay blocked whatever this says."""
+    egress_max_redirects: int = Field(default=3, ge=0, le=10)
+    """Redirects one outbound request may follow (each hop re-checked)."""
+    egress_max_bytes: int = Field(default=2_000_000, ge=1_000, le=50_000_000)
+    """Largest response body accepted from the web."""
+    egress_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
+    """Wall-clock budget of one outbound request, redirects included."""
+    web_tools: bool = False
+    """Enable the web tools (weather, web search, URL fetch)."""
+    weather_url: str = "https://api.open-meteo.com"
+    """Base URL of an Open-Meteo-style forecast API."""
+    geocoding_url: str = "https://geocoding-api.open-meteo.com"
+    """Base URL of an Open-Meteo-style geocoding API (place name to coordinates)."""
+    search_url: str | None = None
+    """Base URL of a SearXNG-style JSON search API; unset leaves web search off."""
     worker_concurrency: int = Field(default=2, ge=1, le=32)
     """Background runs one worker process drives at once (each holds about two pool connections)."""
     worker_poll_seconds: float = Field(default=5.0, ge=0.05, le=300)
@@ -76,6 +102,8 @@ class Settings(BaseSettings):
     """Attempts per provider for 429, 5xx and timeouts before moving to the next provider."""
     model_retry_budget_seconds: float = Field(default=20.0, gt=0, le=600)
     """Time budget per provider for those attempts."""
+    checkpoint_prune_every: int = Field(default=25, ge=0, le=100_000)
+    """About one finished turn in N prunes its thread to the latest checkpoint (0: keep all)."""
     menu_cap: int = Field(default=24, ge=1, le=512)
     """Most functions offered to the model; larger registries get a BM25 shortlist."""
 
@@ -85,6 +113,12 @@ class Settings(BaseSettings):
             raise ValueError("TOLLGATE_SCHEDULER_TICK_SECONDS must divide 60")
         if self.worker_stall_seconds <= 2 * self.worker_heartbeat_seconds:
             raise ValueError("TOLLGATE_WORKER_STALL_SECONDS must exceed twice the heartbeat interval")
+        return self
+
+    @model_validator(mode="after")
+    def _refuse_private_egress_in_production(self) -> Settings:
+        if self.environment == "production" and self.egress_allow_networks:
+            raise ValueError("TOLLGATE_EGRESS_ALLOW_NETWORKS (private destinations) is refused in production")
         return self
 
     @model_validator(mode="after")

@@ -74,3 +74,24 @@ async def test_a_naturalizer_claiming_a_write_during_a_read_is_rewritten(
     out = await turns.send(ctx, ctx.owner_id + "/liar", "what's on today")
     assert out.reply is not None and "cancelled" not in out.reply and "nothing was changed" in out.reply
     liar.assert_complete()
+
+
+async def test_finished_turns_prune_old_checkpoints_and_keep_the_thread_working(
+    services: Services, db: Database, model: ScriptedModel, ctx: Context
+) -> None:
+    svc = replace(services, settings=services.settings.model_copy(update={"checkpoint_prune_every": 1}))
+    turns = Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
+    thread = ctx.owner_id + "/prune"
+    for _ in range(3):
+        model.push(call("calendar__list", {"range": "today"}), say(""))
+        await turns.send(ctx, thread, "calendar today")
+    async with db.pool.connection() as conn:
+        cur = await conn.execute("SELECT count(*) AS n FROM checkpoints WHERE thread_id = %s", (thread,))
+        row = await cur.fetchone()
+    assert row is not None and row["n"] == 1
+    # The recent list survived, so a positional write still binds and its approval still works.
+    model.push(call("calendar__cancel_event", {"event_id": "#1"}))
+    out = await turns.send(ctx, thread, "cancel the first one")
+    assert out.approval is not None and "Standup" in out.approval.preview
+    done = await turns.decide(ctx, out.approval.approval_id, {"type": "approve"})
+    assert done.outcome == "executed"
