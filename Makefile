@@ -3,6 +3,8 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
+# `langgraph dev` gets its own environment: langgraph-api's pins conflict with the dev extra's.
+STUDIO_VENV := .venv-studio
 PYTHON ?= python3
 
 export LANGGRAPH_STRICT_MSGPACK := true
@@ -10,7 +12,7 @@ export LANGGRAPH_CLI_NO_ANALYTICS := 1
 export LANGSMITH_TRACING := false
 export LANGGRAPH_NO_VERSION_CHECK := true
 
-.PHONY: setup run test eval bench bench-smoke lock clean
+.PHONY: setup setup-studio run chat studio test eval bench bench-smoke lock clean
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,19 +23,37 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 
 setup: $(VENV)/.installed
 
-## Start Tollgate: embedded PostgreSQL, offline picker, demo data, a terminal chat as `demo`.
+$(STUDIO_VENV)/.installed: $(VENV)/.installed pyproject.toml requirements-studio.lock
+	test -x $(STUDIO_VENV)/bin/python || $(PYTHON) -m venv $(STUDIO_VENV)
+	$(UV) pip install -q --python $(STUDIO_VENV)/bin/python -r requirements-studio.lock
+	$(UV) pip install -q --python $(STUDIO_VENV)/bin/python --no-deps -e .
+	touch $@
+
+setup-studio: $(STUDIO_VENV)/.installed
+
+## Start Tollgate: embedded PostgreSQL, offline picker, demo data, the HTTP server and web page
+## on http://127.0.0.1:8000/ with one background worker; prints a demo bearer token.
 run: setup
-	$(PY) cli.py chat
+	$(VENV)/bin/tollgate serve --demo
+
+## A terminal chat as `demo` (approvals inline), on the same database.
+chat: setup
+	$(VENV)/bin/tollgate chat
+
+## LangGraph Studio's local API (`langgraph dev`) on http://127.0.0.1:2024, on the same database.
+studio: setup-studio
+	$(STUDIO_VENV)/bin/langgraph dev --no-browser
 
 ## Every test, against a real (embedded) PostgreSQL.
-test: setup
+test: setup setup-studio
 	$(PY) -m evals.routing
 	$(PY) -m bench --smoke
 	$(PY) -m pytest
 
-## The offline picker's routing eval (prints a table; fails below its floor).
+## The offline picker's routing eval and the adversarial safety eval (print tables; fail below their floors).
 eval: setup
 	$(PY) -m evals.routing
+	$(PY) -m evals.safety
 
 ## Benchmarks: Tollgate vs a bare LangChain agent, as ratios in one run (a few minutes).
 bench: setup
@@ -46,6 +66,7 @@ bench-smoke: setup
 ## Re-pin every dependency (writes requirements.lock).
 lock:
 	$(UV) pip compile pyproject.toml --extra dev -o requirements.lock -q
+	$(UV) pip compile pyproject.toml --extra studio -o requirements-studio.lock -q
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .hypothesis
+	rm -rf $(VENV) $(STUDIO_VENV) .langgraph_api var .pytest_cache .hypothesis

@@ -1,133 +1,345 @@
-"""Tollgate's command line: ``tollgate chat`` (a terminal chat with inline approvals) and ``tollgate migrate``.
+"""Tollgate's command line (typer + rich): ``tollgate chat | serve | worker | migrate``.
 
-``make run`` runs ``tollgate chat``: it starts the embedded PostgreSQL when ``DATABASE_URL`` is
-unset, applies migrations, seeds demo data for the ``demo`` owner and opens the chat.
+* ``chat`` is a terminal chat as one owner: it seeds the demo data for that owner (only if they
+  have none), streams each turn's events, and asks for approvals inline (approve, edit the
+  arguments as JSON, or reject with a message).
+* ``serve`` runs the HTTP server (``server.py``) on a host and port; with ``--demo`` it first
+  seeds the ``demo`` owner, issues a bearer token for it and prints the URL and the token
+  (``make run``); it runs one background worker in the same process unless ``--no-worker``.
+* ``worker`` runs a background-run worker; ``migrate`` applies the database migrations.
+
+Every command reads the same settings (environment or ``.env``) as the server and Studio.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import sys
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
-import graph._env  # noqa: F401  - before langgraph is imported
-from graph.app import App, open_app
-from graph.db import open_database
-from graph.events import TurnEvent
+import graph._env  # noqa: F401  - strict msgpack and no telemetry before langgraph loads
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.live import Live
+from rich.panel import Panel
+from rich.prompt import Prompt
+from rich.text import Text
+
 from graph.settings import Settings
-from graph.state import Context
-from policies.errors import TollgateError
-from tools.demo import seed_demo
 
-__all__ = ["main"]
+if TYPE_CHECKING:
+    from graph.app import App
+    from graph.events import TurnEvent
+    from graph.state import Context
 
-_HELP = "Type a request (e.g. “what's on my calendar today?”, “cancel the 2nd one”). Ctrl-D or /quit exits."
+# The graph, models and database are imported inside each command, so `tollgate --help` is instant.
+
+__all__ = ["cli", "main"]
+
+_HELP: Final = "Type a request (e.g. “what's on my calendar today?”, then “cancel the 2nd one”). Ctrl-D or /quit exits."
+_QUIT: Final = frozenset({"/quit", "/exit"})
+# A UUID, so `langgraph dev` (which addresses threads by UUID) can open the CLI's threads too.
+_CLI_THREADS: Final = uuid.UUID("6f1d3c2e-6a57-4b0e-9a4c-3b7f0c2d9e11")
+_DEMO_OWNER: Final = "demo"
+
+cli = typer.Typer(
+    name="tollgate",
+    help="Tollgate: a governed tool-calling runtime. The model chooses tool calls; the server decides what runs.",
+    no_args_is_help=True,
+    add_completion=False,
+    # Locals can hold the approval secret or a bearer token: never print them in a traceback.
+    pretty_exceptions_show_locals=False,
+)
+"""The ``tollgate`` command (a typer app)."""
+
+_out = Console(highlight=False)
+_err = Console(stderr=True, highlight=False)
 
 
-async def _print_events(events: AsyncIterator[TurnEvent], out: Callable[[str], None]) -> TurnEvent | None:
-    """Print a run's events; return the approval request if the run stopped for one."""
-    waiting: TurnEvent | None = None
-    async for event in events:
+def _settings() -> Settings:
+    """The settings, or exit 2 naming what is wrong (never the values: they may be secrets)."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        for error in exc.errors(include_input=False, include_url=False):
+            where = ".".join(str(part) for part in error["loc"]) or "settings"
+            _err.print(f"invalid configuration ({where}): {error['msg']}", style="red")
+        raise typer.Exit(2) from None
+
+
+# --- chat -------------------------------------------------------------------------------------
+
+
+class _Turn:
+    """Renders one run's events; remembers the approval request the run stopped on, if any."""
+
+    def __init__(self) -> None:
+        self.waiting: TurnEvent | None = None
+        self._streamed = ""
+        self._live: Live | None = None
+
+    def _stop_stream(self) -> None:
+        if self._live is not None:
+            self._live.stop()  # transient: the final reply replaces the streamed draft
+            self._live = None
+        self._streamed = ""
+
+    def show(self, event: TurnEvent) -> None:
         data = event["data"]
-        if event["type"] == "tool_start":
-            out(f"  · running {data['tool']}.{data['action']}")
-        elif event["type"] == "tool_end" and data.get("status") != "ok":
-            out(f"  · {data['tool']}.{data['action']} failed ({data.get('code')})")
-        elif event["type"] == "message_complete":
-            out(f"tollgate> {data['text']}")
-        elif event["type"] == "approval_required":
-            out(f"tollgate> Needs your approval: {data['preview']}")
-            out(f"          (expires {data['expires_at']})")
-            waiting = event
-    return waiting
+        kind = event["type"]
+        if kind == "token_delta":
+            self._streamed += str(data.get("text", ""))
+            if self._live is None:
+                self._live = Live(Text(self._streamed, style="dim"), console=_out, transient=True)
+                self._live.start()
+            else:
+                self._live.update(Text(self._streamed, style="dim"))
+            return
+        if kind == "tool_start":
+            _out.print(f"  · running {data['tool']}.{data['action']}", style="dim")
+        elif kind == "tool_end" and data.get("status") != "ok":
+            _out.print(f"  · {data['tool']}.{data['action']} failed ({data.get('code')})", style="yellow")
+        elif kind == "approval_decided":
+            _out.print(f"  · approval: {data.get('decision')}", style="dim")
+        elif kind == "message_complete":
+            self._stop_stream()
+            _out.print(Text.assemble(("tollgate> ", "bold cyan"), str(data["text"])))
+        elif kind == "approval_required":
+            self._stop_stream()
+            body = Text.assemble(
+                (str(data["preview"]), "bold"),
+                "\n",
+                (f"{data['tool']}.{data['action']} {json.dumps(data['args'], ensure_ascii=False)}", "dim"),
+                "\n",
+                (f"expires {data['expires_at']}", "dim"),
+            )
+            _out.print(Panel(body, title="needs your approval", title_align="left", border_style="yellow"))
+            self.waiting = event
+
+    async def play(self, events: AsyncIterator[TurnEvent]) -> TurnEvent | None:
+        """Render every event; return the approval request the run stopped on, or ``None``."""
+        try:
+            async for event in events:
+                self.show(event)
+        finally:
+            self._stop_stream()
+        return self.waiting
 
 
-async def _ask_decision(read: Callable[[str], str], out: Callable[[str], None], event: TurnEvent) -> dict[str, Any]:
+async def _ask(prompt: str, *, choices: list[str] | None = None) -> str:
+    """Read a line without blocking the event loop (EOFError on Ctrl-D); re-ask until it is a choice."""
+    text = Text(prompt, style="bold")
+    if choices is None:
+        return await asyncio.to_thread(_out.input, text)
+    answer: str = await asyncio.to_thread(Prompt.ask, text, console=_out, choices=choices, show_choices=False)
+    return answer
+
+
+async def _edited_args(current: dict[str, Any]) -> dict[str, Any] | None:
+    """Ask for new arguments as a JSON object; ``None`` (an empty line) goes back to the choice."""
+    _out.print(f"current arguments: {json.dumps(current, ensure_ascii=False)}", style="dim")
     while True:
-        answer = (await asyncio.to_thread(read, "approve? [a]pprove / [e]dit / [r]eject: ")).strip().lower()
-        if answer in ("a", "approve", "y", "yes"):
+        raw = (await _ask("new arguments as JSON (empty to go back): ")).strip()
+        if not raw:
+            return None
+        try:
+            args = json.loads(raw)
+        except json.JSONDecodeError:
+            _out.print("that is not JSON; try again", style="yellow")
+            continue
+        if isinstance(args, dict):
+            return args
+        _out.print("the arguments must be a JSON object; try again", style="yellow")
+
+
+async def _decision(event: TurnEvent) -> dict[str, Any]:
+    """Ask the person for a decision on ``event``'s approval request.
+
+    Edited arguments are sent as typed: the server checks them like the model's (schema, ids, DLP).
+    """
+    data = event["data"]
+    while True:
+        answer = await _ask("approve? [a]pprove / [e]dit / [r]eject", choices=["a", "e", "r"])
+        if answer == "a":
             return {"type": "approve"}
-        if answer in ("r", "reject", "n", "no"):
-            why = await asyncio.to_thread(read, "reason (optional): ")
-            return {"type": "reject", "message": why.strip() or None}
-        if answer in ("e", "edit"):
-            out(f"current arguments: {json.dumps(event['data']['args'])}")
-            raw = await asyncio.to_thread(read, "new arguments as JSON: ")
-            try:
-                args = json.loads(raw)
-            except json.JSONDecodeError:
-                out("that is not JSON; try again")
-                continue
-            name = f"{event['data']['tool']}__{event['data']['action']}"
-            return {"type": "edit", "edited_action": {"name": name, "args": args}}
+        if answer == "r":
+            why = (await _ask("reason (optional): ")).strip()
+            return {"type": "reject", "message": why} if why else {"type": "reject"}
+        args = await _edited_args(data["args"])
+        if args is not None:
+            return {"type": "edit", "edited_action": {"name": f"{data['tool']}__{data['action']}", "args": args}}
 
 
-async def chat(settings: Settings, owner: str, thread: str, *, read: Callable[[str], str] = input,
-               out: Callable[[str], None] = print) -> None:
-    """The terminal chat loop."""
+async def _seed(app: App, owner: str, timezone: str) -> None:
+    from tools.demo import seed_demo
+
+    async with app.services.db.pool.connection() as conn, conn.transaction():
+        await seed_demo(conn, owner, app.services.clock(), timezone)
+
+
+async def _exchange(app: App, ctx: Context, thread: str, line: str) -> None:
+    """One user message and every approval it leads to."""
+    waiting = await _Turn().play(app.runner.stream(ctx, thread, line))
+    while waiting is not None:
+        decision = await _decision(waiting)
+        waiting = await _Turn().play(app.runner.stream_decision(ctx, waiting["data"]["approval_id"], decision))
+
+
+async def run_chat(settings: Settings, owner: str, thread: str, timezone: str, *, demo_data: bool) -> None:
+    """The terminal chat loop, as ``owner`` on ``thread`` (seeding the demo data first if asked)."""
+    from graph.app import open_app
+    from graph.state import Context
+    from policies.errors import TollgateError
+
+    ctx = Context(owner_id=owner, timezone=timezone, channel="cli")
     async with open_app(settings) as app:
-        await _seed(app, owner, settings)
-        ctx = Context(owner_id=owner, timezone=settings.default_timezone, channel="cli")
-        out(f"Tollgate — chatting as {owner!r} on thread {thread!r}. {_HELP}")
+        if demo_data:
+            await _seed(app, owner, timezone)
+        _out.print(f"Tollgate — chatting as [bold]{owner}[/] on thread [bold]{thread}[/]. {_HELP}")
         while True:
             try:
-                line = await asyncio.to_thread(read, "you> ")
+                line = (await _ask("you> ")).strip()
             except EOFError:
-                out("")
+                _out.print()
                 return
-            if line.strip() in ("/quit", "/exit"):
+            if line in _QUIT:
                 return
-            if not line.strip():
+            if not line:
                 continue
             try:
-                waiting = await _print_events(app.runner.stream(ctx, thread, line), out)
-                while waiting is not None:
-                    decision = await _ask_decision(read, out, waiting)
-                    waiting = await _print_events(
-                        app.runner.stream_decision(ctx, waiting["data"]["approval_id"], decision), out
-                    )
+                await _exchange(app, ctx, thread, line)
             except TollgateError as exc:
-                out(f"tollgate> refused ({exc.code}): {exc.message}")
+                _out.print(f"tollgate> refused ({exc.code}): {exc.message}", style="red")
             except EOFError:
+                _out.print()
                 return
 
 
-async def _seed(app: App, owner: str, settings: Settings) -> None:
-    async with app.services.db.pool.connection() as conn, conn.transaction():
-        await seed_demo(conn, owner, app.services.clock(), settings.default_timezone)
+@cli.command()
+def chat(
+    owner: Annotated[str, typer.Option(help="The owner to chat as.")] = _DEMO_OWNER,
+    thread: Annotated[str | None, typer.Option(help="Thread id; default: the owner's CLI thread (a UUID).")] = None,
+    timezone: Annotated[str | None, typer.Option(help="IANA timezone; default TOLLGATE_DEFAULT_TIMEZONE.")] = None,
+    demo_data: Annotated[bool | None, typer.Option(
+        help="Seed the demo data set for an owner who has no data yet; default on, except in production.",
+    )] = None,
+) -> None:
+    """Chat in the terminal; write actions ask for your approval inline."""
+    from graph.state import Context
+
+    settings = _settings()
+    zone = timezone or settings.default_timezone
+    try:
+        Context(owner_id=owner, timezone=zone)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    seed = settings.environment != "production" if demo_data is None else demo_data
+    try:
+        asyncio.run(run_chat(settings, owner, thread or str(uuid.uuid5(_CLI_THREADS, owner)), zone, demo_data=seed))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
 
 
-async def migrate(settings: Settings) -> None:
-    """Apply migrations (ours and the checkpointer's) and exit."""
+# --- serve ------------------------------------------------------------------------------------
+
+
+async def _demo_token(settings: Settings) -> str:
+    """Seed the demo owner and issue a fresh bearer token for it."""
+    from graph.db import open_database
+    from graph.services import utc_now
+    from tools.demo import seed_demo
+    from web.auth import ensure_demo_token
+
+    async with open_database(settings) as db:
+        async with db.pool.connection() as conn, conn.transaction():
+            await seed_demo(conn, _DEMO_OWNER, utc_now(), settings.default_timezone)
+        return await ensure_demo_token(db, owner=_DEMO_OWNER)
+
+
+async def _serve(settings: Settings, host: str, port: int, *, worker: bool) -> None:
+    import uvicorn
+
+    from graph.app import open_app
+    from server import create_app
+
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port, log_level="info"))
+    async with AsyncExitStack() as stack:
+        if worker:
+            from graph.background.worker import start_in_process_worker
+
+            handle = await start_in_process_worker(await stack.enter_async_context(open_app(settings)))
+            stack.push_async_callback(handle.stop)
+        await server.serve()
+
+
+@cli.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8000,
+    demo: Annotated[bool, typer.Option(help="Seed the `demo` owner and print a bearer token for it.")] = False,
+    worker: Annotated[bool, typer.Option(help="Run one background worker in this process.")] = True,
+) -> None:
+    """Run the HTTP server (chat over SSE, approvals, the web page at /)."""
+    settings = _settings()
+    if demo and settings.environment == "production":
+        raise typer.BadParameter("--demo issues a demo token; it is refused in production")
+    if demo:
+        token = asyncio.run(_demo_token(settings))
+        url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}/"
+        # One value per line, never wrapped, so both can be copied as they are.
+        _out.print(Text.assemble("Tollgate: ", (url, "bold cyan")), soft_wrap=True)
+        _out.print(Text.assemble("demo token (owner `demo`): ", (token, "bold")), soft_wrap=True)
+        _out.print(f"open {url} and paste the token, or: curl -N -H 'Authorization: Bearer {token}' "
+                   f"-H 'Content-Type: application/json' -d '{{\"message\": \"what is on my calendar today?\"}}' "
+                   f"{url}v1/chat", style="dim", soft_wrap=True)
+    try:
+        asyncio.run(_serve(settings, host, port, worker=worker))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+# --- worker, migrate --------------------------------------------------------------------------
+
+
+@cli.command()
+def worker(
+    concurrency: Annotated[int | None, typer.Option(min=1, max=32, help="Runs at once; default TOLLGATE_WORKER_CONCURRENCY.")] = None,
+    name: Annotated[str, typer.Option(help="Worker name, in its logs.")] = "tollgate-worker",
+) -> None:
+    """Run a background-run worker until SIGINT/SIGTERM (running runs finish first, bounded)."""
+    from graph.background.worker import run_worker
+
+    try:
+        asyncio.run(run_worker(_settings(), concurrency=concurrency, name=name))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+async def run_migrate(settings: Settings) -> None:
+    """Apply our migrations, the checkpointer's and the job queue's."""
+    from graph.background.queue import ensure_queue_schema
     from graph.checkpointer import open_checkpointer
+    from graph.db import open_database
 
     async with open_database(settings) as db:
         await open_checkpointer(db)
-    print("migrations applied")
+        await ensure_queue_schema(db)
+
+
+@cli.command()
+def migrate() -> None:
+    """Apply the database migrations (ours, the checkpointer's, the job queue's) and exit."""
+    asyncio.run(run_migrate(_settings()))
+    _out.print("migrations applied")
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``tollgate`` command."""
-    parser = argparse.ArgumentParser(prog="tollgate", description="Governed tool-calling runtime.")
-    sub = parser.add_subparsers(dest="command")
-    chat_cmd = sub.add_parser("chat", help="chat in the terminal, approving inline")
-    chat_cmd.add_argument("--owner", default="demo")
-    chat_cmd.add_argument("--thread", default=None)
-    sub.add_parser("migrate", help="apply database migrations")
-    args = parser.parse_args(argv)
-    settings = Settings()
-    if args.command == "migrate":
-        asyncio.run(migrate(settings))
-        return
-    owner = getattr(args, "owner", "demo")
-    thread = getattr(args, "thread", None) or f"cli:{owner}"
-    try:
-        asyncio.run(chat(settings, owner, thread))
-    except KeyboardInterrupt:
-        sys.exit(130)
+    cli(args=argv, prog_name="tollgate")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from datetime import datetime
 from langchain_core.language_models import BaseChatModel
 
 from graph.checkpointer import open_checkpointer
-from graph.db import open_database
+from graph.db import Database, open_database
 from graph.llm import build_model
 from graph.runner import TurnRunner
 from graph.services import Hooks, Services, utc_now
@@ -18,7 +18,7 @@ from graph.settings import Settings
 from graph.turn import build_graph
 from tools.builtin import default_registry
 
-__all__ = ["App", "default_picker", "open_app"]
+__all__ = ["App", "build_services", "default_picker", "open_app"]
 
 
 def default_picker() -> BaseChatModel:
@@ -38,6 +38,32 @@ class App:
     """Runs turns and approvals."""
 
 
+def build_services(
+    settings: Settings,
+    db: Database,
+    *,
+    picker_model: BaseChatModel | None = None,
+    naturalizer_model: BaseChatModel | None = None,
+    clock: Callable[[], datetime] = utc_now,
+    hooks: Hooks | None = None,
+) -> Services:
+    """The services over an open ``db``: the registry and the models ``settings`` configure.
+
+    Raises :class:`graph.model_settings.ModelConfigError` for an unusable model configuration.
+    Used by :func:`open_app` and by Studio (:mod:`graph.studio`), so both run the same turn.
+    """
+    return Services(
+        settings=settings,
+        db=db,
+        registry=default_registry(settings),
+        picker_model=picker_model or build_model(settings, "picker", fallback=default_picker()) or default_picker(),
+        naturalizer_model=naturalizer_model or build_model(settings, "naturalizer", fallback=None),
+        clock=clock,
+        hooks=hooks or Hooks(),
+        approval_key=settings.approval_key(),
+    )
+
+
 @asynccontextmanager
 async def open_app(
     settings: Settings,
@@ -53,15 +79,8 @@ async def open_app(
     :class:`graph.model_settings.ModelConfigError` before anything starts.
     """
     async with open_database(settings) as db:
-        services = Services(
-            settings=settings,
-            db=db,
-            registry=default_registry(settings),
-            picker_model=picker_model or build_model(settings, "picker", fallback=default_picker()) or default_picker(),
-            naturalizer_model=naturalizer_model or build_model(settings, "naturalizer", fallback=None),
-            clock=clock,
-            hooks=hooks or Hooks(),
-            approval_key=settings.approval_key(),
+        services = build_services(
+            settings, db, picker_model=picker_model, naturalizer_model=naturalizer_model, clock=clock, hooks=hooks
         )
         saver = await open_checkpointer(db)
         graph = build_graph(services, checkpointer=saver)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Literal, NotRequired, TypedDict, get_args
+from typing import Any, Literal, get_args
+
+from typing_extensions import NotRequired, TypedDict  # pydantic needs these on Python < 3.12
 
 __all__ = ["EVENT_TYPES", "EventSink", "EventType", "TurnEvent"]
 

@@ -151,24 +151,36 @@ class TurnRunner:
         interrupt_value: ApprovalRequest | None = None
         decided: str | None = None
         last_turn = ""
-        async for mode, chunk in self.graph.astream(
-            graph_input,
-            self._config(thread_id),
-            context=ctx,
-            stream_mode=["custom", "updates"],
-            durability="exit",
-        ):
-            if mode == "custom" and isinstance(chunk, dict) and "tollgate_event" in chunk:
-                event: TurnEvent = chunk["tollgate_event"]
-                event = TurnEvent(**event, thread_id=thread_id)
-                if event["type"] == "approval_decided":
-                    decided = str(event["data"].get("decision"))
-                last_turn = event["turn_id"]
-                yield event
-            elif mode == "updates" and isinstance(chunk, dict) and "__interrupt__" in chunk:
-                for intr in chunk["__interrupt__"]:
-                    if isinstance(intr.value, dict) and "approval" in intr.value:
-                        interrupt_value = intr.value
+        try:
+            async for mode, chunk in self.graph.astream(
+                graph_input,
+                self._config(thread_id),
+                context=ctx,
+                stream_mode=["custom", "updates"],
+                durability="exit",
+            ):
+                if mode == "custom" and isinstance(chunk, dict) and "tollgate_event" in chunk:
+                    event: TurnEvent = chunk["tollgate_event"]
+                    event = TurnEvent(**event, thread_id=thread_id)
+                    if event["type"] == "approval_decided":
+                        decided = str(event["data"].get("decision"))
+                    last_turn = event["turn_id"]
+                    yield event
+                elif mode == "updates" and isinstance(chunk, dict) and "__interrupt__" in chunk:
+                    for intr in chunk["__interrupt__"]:
+                        if isinstance(intr.value, dict) and "approval" in intr.value:
+                            interrupt_value = intr.value
+        except BaseException:
+            # A resumed run that failed after taking its decision has consumed the interrupt:
+            # record the decision so the approval is not listed as pending forever.
+            if resume and decided is not None:
+                async with self.services.db.pool.connection() as conn:
+                    await conn.execute(
+                        """UPDATE approvals SET status = %s, decided_at = now()
+                           WHERE thread_id = %s AND owner_id = %s AND status = 'pending'""",
+                        (_STATUS.get(decided, "rejected"), thread_id, ctx.owner_id),
+                    )
+            raise
         if interrupt_value is None and self._prune_due(last_turn):
             await self._prune(thread_id)
         if interrupt_value is None and not (resume and decided is not None):

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, NotRequired, TypedDict
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.graph.message import add_messages
+from typing_extensions import NotRequired, TypedDict  # pydantic needs these on Python < 3.12
 
 from policies.errors import ErrorCode
 from policies.hitl import ApprovalRequest

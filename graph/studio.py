@@ -1,27 +1,38 @@
 """The turn graph as LangGraph Studio and ``langgraph dev`` load it (see ``langgraph.json``).
 
-Compiled without a checkpointer, as ``langgraph dev`` requires: the platform attaches its
-own. Services are built lazily on first use, inside the server's event loop, from the same
-settings as every other Tollgate process. Studio's context form asks for the owner.
+Two objects, both named in ``langgraph.json``:
+
+* :data:`graph` (``graphs.tollgate``) is compiled without a checkpointer, as ``langgraph dev``
+  requires: the platform attaches one. Its services are built lazily on first use, inside the
+  server's event loop, from the same settings as every other Tollgate process. Studio's
+  context form is :class:`graph.state.Context`, so it asks for the owner.
+* :func:`checkpointer` (``checkpointer.path``) is the checkpointer the platform attaches: our
+  PostgreSQL saver with the strict serializer, over the database of ``DATABASE_URL`` (or the
+  embedded one). Studio, the HTTP server and the CLI therefore read and write the same threads.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 
 import graph._env  # noqa: F401  - before langgraph is imported
-from graph.app import default_picker
-from graph.db import Database, open_database
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+from graph.app import build_services
+from graph.checkpointer import open_checkpointer
+from graph.db import open_database
 from graph.services import Services
 from graph.settings import Settings
 from graph.turn import build_graph
-from tools.builtin import default_registry
 
-__all__ = ["graph"]
+__all__ = ["checkpointer", "graph"]
 
 _lock = asyncio.Lock()
 _services: list[Services] = []
-_db_cm: list[object] = []
+# Entered once and kept open for the life of the server process (the platform has no hook to close it).
+_resources = AsyncExitStack()
 
 
 async def _provider() -> Services:
@@ -30,19 +41,20 @@ async def _provider() -> Services:
     async with _lock:
         if not _services:
             settings = Settings()
-            cm = open_database(settings)
-            db: Database = await cm.__aenter__()
-            _db_cm.append(cm)  # kept open for the life of the server process
-            _services.append(
-                Services(
-                    settings=settings,
-                    db=db,
-                    registry=default_registry(settings),
-                    picker_model=default_picker(),
-                    approval_key=settings.approval_key(),
-                )
-            )
+            db = await _resources.enter_async_context(open_database(settings))
+            _services.append(build_services(settings, db))
     return _services[0]
+
+
+@asynccontextmanager
+async def checkpointer() -> AsyncIterator[AsyncPostgresSaver]:
+    """Our PostgreSQL checkpointer (strict serializer, migrated), for ``langgraph dev``'s lifetime.
+
+    ``langgraph.json`` names it as ``checkpointer.path``; the platform enters it at start-up and
+    closes it at shutdown.
+    """
+    async with open_database(Settings()) as db:
+        yield await open_checkpointer(db)
 
 
 graph = build_graph(_provider, step_budget=Settings().step_budget)

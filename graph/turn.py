@@ -5,6 +5,8 @@ START → picker ─┬─ call ──→ tier_gate ─┬─ execute/propose �
                 │                      └─ refuse ─────────────┐            ├─ write → propose → approval ─┬→ execute
                 └─ reply / clarify ───────────────────────────┴→ naturalize ←┴─ clarify                    └→ naturalize
 execute ─┬─ read, budget left → picker (next step)
+         ├─ read, budget spent → offer ─┬─ chat → propose (continue as a background run?)
+         │                              └─ otherwise → naturalize
          └─ otherwise ────────→ naturalize → END
 ```
 """
@@ -17,12 +19,14 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
+from graph.audit import audited
 from graph.services import Services, ServicesProvider
 from graph.state import Context, TurnInput, TurnOutput, TurnState
 from nodes.approval import make_approval
 from nodes.execute import make_execute
 from nodes.id_validation import make_id_validation
 from nodes.naturalize import make_naturalize
+from nodes.offer import make_offer
 from nodes.picker import make_picker
 from nodes.propose import make_propose
 from nodes.tier_gate import make_tier_gate
@@ -58,12 +62,17 @@ def _after_approval(state: TurnState) -> Literal["execute", "naturalize"]:
     return "execute" if gate.get("verdict") == "execute" and state.get("plan") is not None else "naturalize"
 
 
+def _after_offer(state: TurnState) -> Literal["propose", "naturalize"]:
+    gate = state.get("gate") or {}
+    return "propose" if gate.get("verdict") == "propose" and state.get("plan") is not None else "naturalize"
+
+
 def _make_after_execute(budget: int) -> Any:
-    def after_execute(state: TurnState) -> Literal["picker", "naturalize"]:
+    def after_execute(state: TurnState) -> Literal["picker", "offer", "naturalize"]:
         result = state.get("result")
         if state.get("outcome") != "read" or result is None or result["kind"] == "write":
             return "naturalize"
-        return "picker" if state.get("steps", 0) < budget else "naturalize"
+        return "picker" if state.get("steps", 0) < budget else "offer"
 
     return after_execute
 
@@ -86,13 +95,15 @@ def build_graph(
         provider = services
 
     builder = StateGraph(TurnState, context_schema=Context, input_schema=TurnInput, output_schema=TurnOutput)
-    builder.add_node("picker", make_picker(provider))
+    # Refusals of these three nodes are audited by the wrapper; the gate, propose and execute audit their own.
+    builder.add_node("picker", audited("picker", make_picker(provider), provider))
     builder.add_node("tier_gate", make_tier_gate(provider))
-    builder.add_node("id_validation", make_id_validation(provider))
+    builder.add_node("id_validation", audited("id_validation", make_id_validation(provider), provider))
     builder.add_node("propose", make_propose(provider))
-    builder.add_node("approval", make_approval(provider))
+    builder.add_node("approval", audited("approval", make_approval(provider), provider))
     builder.add_node("execute", make_execute(provider))
     builder.add_node("naturalize", make_naturalize(provider))
+    builder.add_node("offer", make_offer(provider))
     builder.add_edge(START, "picker")
     builder.add_conditional_edges("picker", _after_picker)
     builder.add_conditional_edges("tier_gate", _after_gate)
@@ -100,5 +111,6 @@ def build_graph(
     builder.add_conditional_edges("propose", _after_propose)
     builder.add_conditional_edges("approval", _after_approval)
     builder.add_conditional_edges("execute", _make_after_execute(step_budget))
+    builder.add_conditional_edges("offer", _after_offer)
     builder.add_edge("naturalize", END)
     return builder.compile(checkpointer=checkpointer, name="tollgate_turn")

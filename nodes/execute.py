@@ -19,12 +19,15 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
+from graph.audit import AuditRecord, append_audit
+from graph.perimeter import governance_policy
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Gate, Plan, RecentList, TurnState
 from nodes._common import sink_for, thread_id_of
 from policies.arguments import load_args
-from policies.errors import TollgateError, Transient
+from policies.errors import EgressDenied, TollgateError, Transient
 from policies.fencing import fence, new_nonce
+from policies.governance import ActionFacts, govern
 from policies.ids import bind_ids
 from tools.registry import ActionResult, ActionSpec, ExecContext
 
@@ -94,6 +97,21 @@ def _tool_message(plan: Plan, result: ActionResult | None, error: TollgateError 
     return ToolMessage(content=fence("tool_result", data, new_nonce()), tool_call_id=plan["call_id"])
 
 
+async def _audit(
+    svc: Services, ctx: Context, config: RunnableConfig, state: TurnState, plan: Plan, decision: str, reason: str,
+    code: str, detail: dict[str, Any] | None = None,
+) -> None:
+    await append_audit(
+        svc.db.pool,
+        AuditRecord(
+            owner_id=ctx.owner_id, stage="execute", decision=decision, reason=reason, code=code, tool=plan["tool"],
+            action=plan["action"], args_hash=plan.get("args_hash", ""), thread_id=thread_id_of(config),
+            turn_id=state.get("turn_id", ""), detail=detail or {},
+        ),
+        now=svc.clock(),
+    )
+
+
 def make_execute(provider: ServicesProvider) -> Any:
     """Build the execute node."""
 
@@ -108,6 +126,24 @@ def make_execute(provider: ServicesProvider) -> Any:
         ctx = runtime.context
         sink = sink_for(state, runtime)
         update: dict[str, Any] = {}
+        if (state.get("pending") or {}).get("decision") == "edit":
+            # Edited arguments get the same egress and DLP checks as the model's; a finding the
+            # reviewer was never warned about refuses the edit instead of running it.
+            check = govern(plan["tool"], plan["action"], plan["args"], ActionFacts(spec.args, spec.writes),
+                           svc.registry.tier_map(), governance_policy(svc.settings))
+            if check.verdict == "refuse" or (check.dlp and check.mode == "enforce"):
+                reason = "edit_" + check.reason
+                await _audit(svc, ctx, config, state, plan, "refuse", reason, check.code or "egress_denied",
+                             check.audit_detail())
+                sink.emit("error", code=check.code or "egress_denied", reason=reason)
+                return {
+                    "seq": sink.seq,
+                    "plan": None,
+                    "outcome": "refused",
+                    "gate": Gate(verdict="refuse", reason=reason, code=check.code or "egress_denied",
+                                 message="The edited details contain something I won't send (it looks like a secret "
+                                         "or a blocked address), so nothing ran."),
+                }
         if spec.writes and spec.tier == "allowlist":
             # The approval-free write re-checks its ids against the list right before writing.
             for field, kind in spec.id_fields.items():
@@ -116,6 +152,7 @@ def make_execute(provider: ServicesProvider) -> Any:
                 rows = (state.get("recent") or {}).get(kind, {}).get("rows", [])
                 if value is not None and not bind_ids([str(r) for r in refs], [r["id"] for r in rows]).ok:
                     sink.emit("error", code="off_list_id", reason="recheck_failed", kind=kind)
+                    await _audit(svc, ctx, config, state, plan, "clarify", "recheck_failed", "off_list_id")
                     return {
                         "seq": sink.seq,
                         "plan": None,
@@ -134,9 +171,12 @@ def make_execute(provider: ServicesProvider) -> Any:
             error = exc
         if error is not None:
             sink.emit("tool_end", call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
-                      status="error", code=error.code)
+                      status="error", code=error.code,
+                      **({"reason": error.reason} if isinstance(error, EgressDenied) else {}))
             update |= {"outcome": "failed", "gate": Gate(verdict="refuse", reason="execution_failed",
                                                           code=error.code, message=error.message)}
+            reason = error.reason if isinstance(error, EgressDenied) else "execution_failed"
+            await _audit(svc, ctx, config, state, plan, "failed", reason, error.code)
         else:
             assert result is not None
             sink.emit("tool_end", call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],

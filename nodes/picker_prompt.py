@@ -6,9 +6,10 @@ messages, so the offline picker is a drop-in model and never reads anything else
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from typing_extensions import NotRequired, TypedDict  # pydantic needs these on Python < 3.12
 
 from policies.fencing import fence, read_fence
 

@@ -16,14 +16,17 @@ from zoneinfo import ZoneInfo
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from graph.audit import AuditRecord, append_audit
+from graph.perimeter import governance_policy
 from graph.services import ServicesProvider
 from graph.state import Context, Gate, Pending, Plan, TurnState
 from nodes._common import sink_for, thread_id_of
 from policies.approval import ApprovalClaims, derive_nonce, mint_token
 from policies.arguments import load_args
+from policies.dlp import scan_values
 from policies.errors import TollgateError
 from policies.hitl import ApprovalRequest
-from tools.registry import ExecContext, function_name
+from tools.registry import ActionSpec, ExecContext, function_name
 
 __all__ = ["build_request", "make_propose"]
 
@@ -45,6 +48,12 @@ def build_request(plan: Plan, preview: str, claims: ApprovalClaims, token: str) 
     )
 
 
+def _generic_preview(spec: ActionSpec, args: dict[str, Any]) -> str:
+    """For a write that normally needs no approval (DLP sent it here): what it is and its exact arguments."""
+    fields = "; ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in sorted(args.items()))
+    return f"{spec.description.rstrip('.')}.\n{fields}"
+
+
 def make_propose(provider: ServicesProvider) -> Any:
     """Build the propose node."""
 
@@ -54,7 +63,7 @@ def make_propose(provider: ServicesProvider) -> Any:
         if plan is None or "args_hash" not in plan:
             return {}
         spec = svc.registry.action(plan["tool"], plan["action"])
-        if spec is None or spec.preview is None:
+        if spec is None or (spec.preview is None and not spec.writes):
             raise RuntimeError(f"confirmation action {plan['tool']}.{plan['action']} has no preview")
         ctx = runtime.context
         key = svc.key()
@@ -63,17 +72,33 @@ def make_propose(provider: ServicesProvider) -> Any:
         try:
             async with svc.db.pool.connection() as conn, conn.transaction():
                 await conn.execute("SET TRANSACTION READ ONLY")
-                preview = await spec.preview(
-                    ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), load_args(spec.args, plan["args"])
+                args = load_args(spec.args, plan["args"])
+                preview = (
+                    await spec.preview(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args)
+                    if spec.preview is not None
+                    else _generic_preview(spec, plan["args"])
                 )
         except TollgateError as exc:
             sink.emit("error", code=exc.code, message=exc.message)
+            await append_audit(
+                svc.db.pool,
+                AuditRecord(
+                    owner_id=ctx.owner_id, stage="propose", decision="refuse", reason="preview_failed", code=exc.code,
+                    tool=plan["tool"], action=plan["action"], args_hash=plan["args_hash"], thread_id=thread_id,
+                    turn_id=state.get("turn_id", ""),
+                ),
+                now=svc.clock(),
+            )
             return {
                 "seq": sink.seq,
                 "plan": None,
                 "outcome": "failed",
                 "gate": Gate(verdict="refuse", reason="preview_failed", code=exc.code, message=exc.message),
             }
+        # The warning is derived from the exact arguments that will run, like the preview itself.
+        warning = scan_values(plan["args"], governance_policy(svc.settings).dlp).warning()
+        if warning:
+            preview = f"{warning}\n\n{preview}"
         claims = ApprovalClaims(
             thread_id=thread_id,
             owner_id=ctx.owner_id,

@@ -1,51 +1,78 @@
-"""The tier gate: the server's map decides whether a call runs, waits for approval or is refused.
+"""The tier gate: one governance decision per call, from the server's own facts.
 
-The tier comes from the registry's explicit map, never from the model. Arguments are decoded
-again here (clamping is idempotent), so an edit or a replay cannot slip past the bounds.
+:func:`policies.governance.govern` decides from the registry's tier map and metadata, never
+from the model: tier, then the closed schema (decoded again and clamped, so an edit or a
+replay cannot slip past the bounds), then egress for URL arguments, then DLP. Each decision is
+written to the audit log once, as codes.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from graph.audit import AuditRecord, append_audit
+from graph.perimeter import governance_policy
 from graph.services import ServicesProvider
 from graph.state import Context, Gate, TurnState
-from nodes._common import sink_for
-from policies.arguments import validate_args
-from policies.tiers import classify_tier
+from nodes._common import sink_for, thread_id_of
+from policies.dlp import KIND_LABELS
+from policies.governance import ActionFacts, govern
 
 __all__ = ["make_tier_gate"]
+
+
+def _refusal_message(tool: str, action: str, reason: str, dlp: tuple[str, ...]) -> str:
+    if reason == "dlp_finding":
+        what = ", ".join(KIND_LABELS.get(k, k) for k in dlp)
+        return f"I won't send that: it looks like it contains {what}. Nothing was sent or changed."
+    if reason in ("operator_only", "blocklisted", "hard_delete", "unclassified", "unknown_action"):
+        return f"I can't run {tool} {action.replace('_', ' ')} from here, so nothing was changed."
+    return "I can't reach that address from here, so nothing was fetched or changed."
 
 
 def make_tier_gate(provider: ServicesProvider) -> Any:
     """Build the tier gate node."""
 
-    async def tier_gate(state: TurnState, runtime: Runtime[Context]) -> dict[str, Any]:
+    async def tier_gate(state: TurnState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
         svc = await provider()
         plan = state.get("plan")
         if plan is None:
             return {}
-        verdict = classify_tier(plan["tool"], plan["action"], svc.registry.tier_map())
-        if verdict.run == "refuse":
+        spec = svc.registry.action(plan["tool"], plan["action"])
+        facts = ActionFacts(spec.args, spec.writes) if spec is not None else None
+        decision = govern(
+            plan["tool"], plan["action"], plan["args"], facts, svc.registry.tier_map(), governance_policy(svc.settings)
+        )
+        await append_audit(
+            svc.db.pool,
+            AuditRecord(
+                owner_id=runtime.context.owner_id, stage="gate", decision=decision.verdict, reason=decision.reason,
+                code=decision.code or "", tool=plan["tool"], action=plan["action"], args_hash=decision.args_hash,
+                thread_id=thread_id_of(config), turn_id=state.get("turn_id", ""), mode=decision.mode,
+                detail=decision.audit_detail(),
+            ),
+            now=svc.clock(),
+        )
+        if decision.verdict == "refuse":
             sink = sink_for(state, runtime)
-            sink.emit("error", code="permission_denied", reason=verdict.reason, tool=plan["tool"], action=plan["action"])
+            code = decision.code or "permission_denied"
+            sink.emit("error", code=code, reason=decision.reason, tool=plan["tool"], action=plan["action"])
             return {
                 "seq": sink.seq,
                 "plan": None,
                 "outcome": "refused",
                 "gate": Gate(
                     verdict="refuse",
-                    reason=verdict.reason,
-                    code="permission_denied",
-                    tier=verdict.tier,
-                    message=f"I can't run {plan['tool']} {plan['action'].replace('_', ' ')} from here, so nothing was changed.",
+                    reason=decision.reason,
+                    code=code,
+                    tier=decision.tier,
+                    message=_refusal_message(plan["tool"], plan["action"], decision.reason, decision.dlp),
                 ),
             }
-        spec = svc.registry.action(plan["tool"], plan["action"])
-        checked = validate_args(spec.args, plan["args"]) if spec is not None else None
-        if checked is None or checked.value is None:
+        if decision.verdict == "clarify" or decision.args is None:
             return {
                 "plan": None,
                 "outcome": "clarify",
@@ -56,10 +83,9 @@ def make_tier_gate(provider: ServicesProvider) -> Any:
                     message="Those details aren't valid, so I did nothing. Could you rephrase?",
                 ),
             }
-        args = checked.value.model_dump(mode="json", exclude_none=True)
         return {
-            "plan": plan | {"args": args},
-            "gate": Gate(verdict=verdict.run, reason=verdict.reason, tier=verdict.tier),
+            "plan": plan | {"args": decision.args},
+            "gate": Gate(verdict=decision.verdict, reason=decision.reason, tier=decision.tier),
         }
 
     return tier_gate

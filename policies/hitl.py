@@ -8,9 +8,10 @@ The interrupt payload is an :class:`ApprovalRequest`: ``action_requests`` and
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing_extensions import TypedDict  # pydantic needs it on Python < 3.12
 
 from policies.arguments import SafeText
 from policies.errors import ApprovalInvalid

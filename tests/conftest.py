@@ -98,3 +98,15 @@ async def ctx(owner: str, db: Database) -> Context:
     async with db.pool.connection() as conn, conn.transaction():
         await seed_demo(conn, owner, NOW, "Europe/Paris")
     return Context(owner_id=owner, timezone="Europe/Paris", channel="chat")
+
+
+from tests.server_harness import api, live_server  # noqa: E402, F401  - HTTP fixtures (uvicorn on loopback)
+
+
+@pytest.fixture(scope="session")
+def bg_settings(settings: Settings) -> Settings:
+    """The session settings with worker timings fast enough for tests (stall after 2 s, 1 s ticks)."""
+    return settings.model_copy(update={
+        "worker_poll_seconds": 0.2, "worker_heartbeat_seconds": 0.3, "worker_stall_seconds": 2.0,
+        "scheduler_tick_seconds": 1, "worker_concurrency": 2,
+    })

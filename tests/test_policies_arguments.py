@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from policies.arguments import unsafe_text_reason, validate_args
 from tools.builtin import default_registry
 
-_SPECS = [(f"{t.name}__{a.name}", a) for t, a in default_registry().actions()]
+# Every action a model is offered (the server-only background offer is never in its menu).
+_SPECS = [(f"{t.name}__{a.name}", a) for t, a in default_registry().actions() if a.tier not in ("mustlist", "blocklist")]
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.floats(allow_nan=True) | st.text(max_size=30),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),

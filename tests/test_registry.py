@@ -35,7 +35,7 @@ def registry_problems(registry: Registry, *, min_examples: int = 1) -> list[str]
         where = f"{tool.name}.{action.name}"
         if action.tier not in get_args(Tier):
             problems.append(f"{where}: no tier")
-        if classify_tier(tool.name, action.name, tier_map).reason != "mapped":
+        if classify_tier(tool.name, action.name, tier_map).reason in ("unclassified", "hard_delete"):
             problems.append(f"{where}: unclassified or hard delete")
         examples = [e for e in action.usage_examples if e.strip()]
         if len(examples) < min_examples:
@@ -102,17 +102,22 @@ def test_tier_map_covers_every_action() -> None:
     registry = default_registry()
     pairs = {(t.name, a.name) for t, a in registry.actions()}
     assert set(registry.tier_map()) == pairs
-    assert len(pairs) == sum(len(t.actions) for t in builtin_tools()) == 17
+    assert len(pairs) == sum(len(t.actions) for t in builtin_tools()) == 21
     assert not any(is_hard_delete(action) for _, action in pairs)
-    # Reads run at once; every write needs approval except the one reversible, idempotent mark_read.
+    # Reads run at once; every write needs approval except the reversible, idempotent mark_read and
+    # the soft cancel of a trigger rule.
     approval_free_writes = {(t.name, a.name) for t, a in registry.actions() if a.writes and a.tier == "allowlist"}
-    assert approval_free_writes == {("mail", "mark_read")}
+    assert approval_free_writes == {("mail", "mark_read"), ("triggers", "cancel")}
+    # The only operator-tier action is the server-built background offer: never offered to a model.
+    assert {(t.name, a.name) for t, a in registry.actions() if a.tier == "mustlist"} == {
+        ("background", "continue_in_background")
+    }
 
 
 def test_function_schemas_are_closed_and_carry_no_identity() -> None:
     registry = default_registry()
     schemas = registry.function_schemas()
-    assert len(schemas) == 17
+    assert len(schemas) == 20  # every action but the server-only background offer
     for schema in schemas:
         params = schema["function"]["parameters"]
         assert params["type"] == "object" and params["additionalProperties"] is False
@@ -131,7 +136,7 @@ def test_default_registry_accepts_settings(settings: Any, tmp_path: Any) -> None
     if settings == "model":
         settings = Settings(data_dir=tmp_path, approval_secret="x" * 32)
     registry = default_registry(settings)
-    assert [t.name for t in registry.tools] == ["calendar", "mail", "tasks", "reminders"]
+    assert [t.name for t in registry.tools] == ["calendar", "mail", "tasks", "reminders", "triggers", "background"]
     summary = registry.capability_summary()
     for tool in registry.tools:
         assert tool.capability_phrase in summary

@@ -197,3 +197,35 @@ async def test_model_output_cannot_choose_the_owner(turns: Turns, model: Scripte
 
     with pytest.raises(NotFound):
         await turns.runner.send(stranger, ctx.owner_id + "/mine", "calendar")
+
+
+async def _explode(ctx: ExecContext, args: Any) -> ActionResult:
+    raise RuntimeError("a bug in a tool")
+
+
+async def _preview_boom(ctx: ExecContext, args: Any) -> str:
+    return "Do the risky thing"
+
+
+async def test_a_resume_that_crashes_does_not_leave_its_approval_pending(
+    services: Services, db: Database, model: ScriptedModel, ctx: Context
+) -> None:
+    from dataclasses import replace
+
+    boom = ToolSpec(
+        name="boom", description="A tool with a bug.", capability_phrase="explode",
+        actions=(ActionSpec("go", "Go.", _NoArgs, "confirmation", _explode, lambda r: "", ("go",),
+                            preview=_preview_boom, writes=True),),
+    )
+    svc = replace(services, registry=Registry((*builtin_tools(), boom)))
+    turns = Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
+    model.push(call("boom__go", {}))
+    out = await turns.send(ctx, ctx.owner_id + "/boom", "go")
+    assert out.approval is not None
+    with pytest.raises(RuntimeError):
+        await turns.runner.decide(ctx, out.approval.approval_id, {"type": "approve"})
+    assert await turns.runner.pending_approvals(ctx) == []
+    async with db.pool.connection() as conn:
+        cur = await conn.execute("SELECT status FROM approvals WHERE approval_id = %s", (out.approval.approval_id,))
+        row = await cur.fetchone()
+    assert row is not None and row["status"] == "approved"

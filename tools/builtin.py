@@ -7,21 +7,26 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from graph.background.offer import BACKGROUND
 from tools.calendar import CALENDAR
 from tools.mail import MAIL
 from tools.registry import Registry, ToolSpec
 from tools.reminders import REMINDERS
 from tools.tasks import TASKS
+from tools.triggers import TRIGGERS
+from tools.web import web_tools
 
 __all__ = ["builtin_tools", "default_registry"]
 
 
 def builtin_tools() -> tuple[ToolSpec, ...]:
-    """The built-in tools backed by Tollgate's own tables: calendar, mail, tasks, reminders."""
-    return (CALENDAR, MAIL, TASKS, REMINDERS)
+    """The built-in tools backed by Tollgate's own tables: calendar, mail, tasks, reminders, triggers, and
+    the server-only background offer."""
+    return (CALENDAR, MAIL, TASKS, REMINDERS, TRIGGERS, BACKGROUND)
 
 
 def default_registry(settings: Mapping[str, Any] | BaseModel | None = None) -> Registry:
     """A registry of the built-in tools enabled for ``settings`` (a mapping or a settings model)."""
     values = settings.model_dump() if isinstance(settings, BaseModel) else settings
-    return Registry(builtin_tools(), values)
+    # The web tools (weather, search, fetch) are off unless settings turn them on.
+    return Registry((*builtin_tools(), *web_tools(values)), values)

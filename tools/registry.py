@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal
 
 from types import MappingProxyType
 
 from psycopg import AsyncConnection
 from pydantic import BaseModel
+from typing_extensions import NotRequired, TypedDict  # pydantic needs these on Python < 3.12
 
 from policies.tiers import Tier
 

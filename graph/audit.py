@@ -1,0 +1,264 @@
+"""The audit log writer: one append-only, hash-chained row per governance decision.
+
+A record holds codes, never values: owner, thread, turn, stage, decision, reason code, error
+code, tool, action, the args hash and a small ``detail`` of kinds and counts. Its body is the
+RFC 8785 canonical JSON of those fields; the database trigger (migration 0003) numbers the row
+and chains it (``row_hash = sha256(prev_hash || body)``). :func:`verify_chain` recomputes the
+chain from the rows alone, so an edited, removed or reordered row is found. As a last guard,
+a body in which DLP finds anything is refused (a programming error: no secret is persisted).
+
+:func:`audited` wraps a node whose refusals it records, so nodes that are not governance code
+(picker, id validation, the approval interrupt) need no audit logic of their own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final, Literal
+
+import rfc8785
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+from graph.services import ServicesProvider
+from graph.state import Context, TurnState
+from policies.approval import args_hash as hash_args
+from policies.dlp import scan_values
+
+__all__ = [
+    "AUDIT_VERSION",
+    "AuditLeak",
+    "AuditRecord",
+    "ChainVerdict",
+    "DetailValue",
+    "Stage",
+    "append_audit",
+    "audited",
+    "verify_chain",
+]
+
+AUDIT_VERSION: Final = 1
+"""Schema version of an audit body (``v``)."""
+
+_GENESIS: Final = "0" * 64
+
+Stage = Literal["picker", "gate", "ids", "propose", "approval", "execute", "serde", "runner"]
+"""Where in the turn the decision was taken."""
+
+DetailValue = str | int | bool | list[str]
+"""Detail values are kinds, counts and flags: nothing a caller typed."""
+
+_COLUMNS: Final = (
+    "owner_id", "thread_id", "turn_id", "stage", "decision", "reason", "code", "tool", "action", "args_hash", "mode",
+)
+_MAX_TEXT: Final = 200
+
+
+class AuditLeak(ValueError):
+    """An audit body would have carried something DLP flags; nothing was written."""
+
+    def __init__(self, kinds: tuple[str, ...]) -> None:
+        self.kinds = kinds
+        super().__init__(f"refusing to write an audit record containing {len(kinds)} flagged kind(s): {kinds!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One decision, as codes."""
+
+    owner_id: str
+    """The owner the call acted for (from the run context)."""
+    stage: Stage
+    """Which part of the turn decided."""
+    decision: str
+    """``execute``, ``propose``, ``refuse``, ``clarify``, ``approve``, ``reject``, ``failed``, ``blocked``..."""
+    reason: str
+    """A reason code (``operator_only``, ``dlp_finding``, ``not_in_latest_list``...)."""
+    code: str = ""
+    """The error code for refusals (``permission_denied``...)."""
+    tool: str = ""
+    """The tool, when the call decoded."""
+    action: str = ""
+    """The action, when the call decoded."""
+    args_hash: str = ""
+    """SHA-256 of the canonical arguments: proves which call it was without storing values."""
+    thread_id: str = ""
+    """The thread."""
+    turn_id: str = ""
+    """The turn."""
+    mode: str = "enforce"
+    """The governance mode in force (``shadow`` records what enforce would have done)."""
+    detail: Mapping[str, DetailValue] = field(default_factory=dict)
+    """Kinds, counts and flags (for example ``{"dlp": ["aws_access_key_id"], "shadow": true}``)."""
+
+    def body(self, ts: datetime) -> str:
+        """The canonical JSON that is stored and chained."""
+        for name in _COLUMNS:
+            value = getattr(self, name)
+            if not isinstance(value, str) or len(value) > _MAX_TEXT:
+                raise ValueError(f"audit field {name!r} must be a string of at most {_MAX_TEXT} characters")
+        detail: dict[str, Any] = {}
+        for key, value in self.detail.items():
+            if isinstance(value, list):
+                if not all(isinstance(v, str) and len(v) <= _MAX_TEXT for v in value) or len(value) > 50:
+                    raise ValueError(f"audit detail {key!r} must be a short list of short strings")
+            elif not isinstance(value, (str, int, bool)) or (isinstance(value, str) and len(value) > _MAX_TEXT):
+                raise ValueError(f"audit detail {key!r} must be a kind, a count or a flag")
+            detail[key] = value
+        doc = {name: getattr(self, name) for name in _COLUMNS} | {
+            "v": AUDIT_VERSION,
+            "ts": ts.isoformat(),
+            "detail": detail,
+        }
+        report = scan_values(doc)
+        if not report.clean:
+            raise AuditLeak(report.kinds)
+        return rfc8785.dumps(doc).decode("utf-8")
+
+
+async def append_audit(
+    db: AsyncConnectionPool[Any] | AsyncConnection[Any], record: AuditRecord, *, now: datetime
+) -> int:
+    """Append ``record``; return its sequence number. Works on a pool or inside a caller's transaction."""
+    body = record.body(now)
+    if isinstance(db, AsyncConnectionPool):
+        async with db.connection() as conn:
+            cur = await conn.execute("INSERT INTO audit_log (body) VALUES (%s) RETURNING seq", (body,))
+            row = await cur.fetchone()
+    else:
+        cur = await db.execute("INSERT INTO audit_log (body) VALUES (%s) RETURNING seq", (body,))
+        row = await cur.fetchone()
+    if row is None:  # pragma: no cover - INSERT ... RETURNING always returns the row
+        raise RuntimeError("audit insert returned nothing")
+    return int(row["seq"] if isinstance(row, Mapping) else row[0])
+
+
+@dataclass(frozen=True, slots=True)
+class ChainVerdict:
+    """The outcome of :func:`verify_chain`."""
+
+    ok: bool
+    """Whether every row checked out."""
+    rows: int
+    """Rows checked."""
+    first_bad_seq: int | None = None
+    """The first row that failed, if any."""
+    problem: str = ""
+    """What failed: ``gap``, ``prev_hash``, ``row_hash``, ``column:<name>`` or ``body``."""
+
+
+async def verify_chain(conn: AsyncConnection[Any]) -> ChainVerdict:
+    """Recompute the whole chain from the stored rows (``O(rows)``, streamed).
+
+    Detects an edited body or column, a removed or reordered row, and a forged hash. It cannot
+    see rows removed from the end; anchor ``(seq, row_hash)`` of the newest row elsewhere for that.
+    """
+    async with conn.transaction():
+        return await _verify_rows(conn)
+
+
+async def _verify_rows(conn: AsyncConnection[Any]) -> ChainVerdict:
+    expected_prev = _GENESIS
+    expected_seq = 1
+    count = 0
+    cur = conn.cursor(name="tollgate_audit_verify")
+    try:
+        await cur.execute(
+            "SELECT seq, body, prev_hash, row_hash, detail, created_at, "
+            + ", ".join(_COLUMNS)
+            + " FROM audit_log ORDER BY seq"
+        )
+        async for raw in cur:
+            row = dict(raw) if isinstance(raw, Mapping) else dict(zip([d.name for d in cur.description or []], raw))
+            count += 1
+            seq = int(row["seq"])
+            if seq != expected_seq:
+                return ChainVerdict(False, count, seq, "gap")
+            if row["prev_hash"] != expected_prev:
+                return ChainVerdict(False, count, seq, "prev_hash")
+            digest = hashlib.sha256((row["prev_hash"] + row["body"]).encode("utf-8")).hexdigest()
+            if digest != row["row_hash"]:
+                return ChainVerdict(False, count, seq, "row_hash")
+            try:
+                doc = json.loads(row["body"])
+            except ValueError:
+                return ChainVerdict(False, count, seq, "body")
+            for name in _COLUMNS:
+                if doc.get(name) != row[name]:
+                    return ChainVerdict(False, count, seq, f"column:{name}")
+            if doc.get("detail") != row["detail"]:
+                return ChainVerdict(False, count, seq, "column:detail")
+            if datetime.fromisoformat(doc.get("ts", "")) != row["created_at"]:
+                return ChainVerdict(False, count, seq, "column:created_at")
+            expected_prev = row["row_hash"]
+            expected_seq += 1
+    finally:
+        await cur.close()
+    return ChainVerdict(True, count)
+
+
+# --- node wrapper ----------------------------------------------------------------------------
+
+NodeFn = Callable[..., Awaitable[dict[str, Any]]]
+
+_NODE_STAGES: Final[dict[str, Stage]] = {"picker": "picker", "id_validation": "ids", "approval": "approval"}
+
+
+def _record_from_update(
+    stage: Stage, state: TurnState, update: Mapping[str, Any], ctx: Context, thread_id: str, mode: str
+) -> AuditRecord | None:
+    gate = update.get("gate") or {}
+    # The picker's refusals concern a call that never decoded: the state's plan is a previous step's.
+    plan = {} if stage == "picker" else (state.get("plan") or {})
+    turn_id = str(update.get("turn_id") or state.get("turn_id", ""))
+    tool, action = str(plan.get("tool", "")), str(plan.get("action", ""))
+    digest = str(plan.get("args_hash") or (hash_args(plan["args"]) if "args" in plan else ""))
+    if stage == "approval":
+        pending = update.get("pending") or {}
+        decided = pending.get("decision")
+        if not decided:
+            return None
+        new_plan = update.get("plan") or {}
+        return AuditRecord(
+            owner_id=ctx.owner_id, stage=stage, decision=str(decided), reason=str(gate.get("reason", decided)),
+            code=str(gate.get("code", "")), tool=tool, action=action,
+            args_hash=str(new_plan.get("args_hash", digest)), thread_id=thread_id, turn_id=turn_id, mode=mode,
+            detail={"edited": True} if decided == "edit" else {},
+        )
+    if gate.get("verdict") not in ("refuse", "clarify"):
+        return None
+    return AuditRecord(
+        owner_id=ctx.owner_id, stage=stage, decision=str(gate["verdict"]), reason=str(gate.get("reason", "")),
+        code=str(gate.get("code", "")), tool=tool, action=action, args_hash=digest, thread_id=thread_id,
+        turn_id=turn_id, mode=mode,
+    )
+
+
+def audited(name: str, node: NodeFn, provider: ServicesProvider) -> NodeFn:
+    """Wrap the graph node ``name`` so each refusal (or approval decision) it returns is audited once."""
+    stage = _NODE_STAGES[name]
+    takes_config = len(inspect.signature(node).parameters) >= 3
+
+    async def node_with_audit(state: TurnState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+        update = await (node(state, runtime, config) if takes_config else node(state, runtime))
+        if update:
+            svc = await provider()
+            configurable: Mapping[str, Any] = config.get("configurable") or {}
+            record = _record_from_update(
+                stage, state, update, runtime.context, str(configurable.get("thread_id", "")),
+                str(getattr(svc.settings, "governance_mode", "enforce")),
+            )
+            if record is not None:
+                await append_audit(svc.db.pool, record, now=svc.clock())
+        return update
+
+    node_with_audit.__name__ = name
+    return node_with_audit
+

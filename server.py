@@ -1,0 +1,61 @@
+"""Tollgate's HTTP server: the FastAPI app, assembled from ``web/`` (run ``uvicorn server:app``).
+
+Nothing happens at import. The lifespan reads the settings, opens the database (migrated),
+the checkpointer, the graph and the runner (:func:`graph.app.open_app`), and the turn hub;
+routes reach them through the dependencies in :mod:`web.deps`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+import graph._env  # noqa: F401  - strict msgpack and no telemetry before langgraph loads
+from graph.app import open_app
+from graph.settings import Settings
+from web import routes_approvals, routes_background, routes_chat, routes_health, routes_page, routes_threads
+from web.deps import ServerState
+from web.errors import install_error_handlers
+from web.hub import TurnHub
+from web.ratelimit import RateLimiter
+
+__all__ = ["app", "create_app"]
+
+_DESCRIPTION = """\
+A governed tool-calling runtime: the model chooses tool calls, the server decides what runs.
+
+Authenticate with `Authorization: Bearer <token>` (`make run` prints a demo token). Every
+route except `/healthz` and `/readyz` answers 401 without one, and one owner never sees
+another's threads or approvals (404). Each caller has a request budget (429, `Retry-After`).
+"""
+
+
+def create_app(settings: Settings | None = None, **app_options: Any) -> FastAPI:
+    """The FastAPI app; ``settings`` default to the environment, ``app_options`` go to ``open_app``."""
+
+    @asynccontextmanager
+    async def lifespan(api: FastAPI) -> AsyncIterator[None]:
+        config = settings or Settings()
+        async with open_app(config, **app_options) as tollgate:
+            hub = TurnHub(tollgate.services.db, idle_seconds=config.stream_idle_seconds)
+            limiter = RateLimiter(config.rate_limit_burst, config.rate_limit_per_minute)
+            api.state.tollgate = ServerState(settings=config, app=tollgate, hub=hub, limiter=limiter)
+            try:
+                yield
+            finally:
+                await hub.close()
+
+    api = FastAPI(title="Tollgate", version="0.1.0", description=_DESCRIPTION, lifespan=lifespan)
+    install_error_handlers(api)
+    for module in (routes_chat, routes_threads, routes_approvals, routes_background, routes_health, routes_page):
+        api.include_router(module.router)
+    api.mount("/static", StaticFiles(directory=routes_page.STATIC_DIR), name="static")
+    return api
+
+
+app = create_app()
+"""The app ``uvicorn server:app`` serves."""

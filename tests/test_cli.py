@@ -1,0 +1,306 @@
+"""The ``tollgate`` command, run as a person runs it: the installed entry point in a subprocess.
+
+``tollgate chat`` runs on a real pseudo-terminal (stdlib ``pty``): the test types lines and
+reads the screen, as in tmux. ``serve``, ``worker`` and ``migrate`` run as plain processes.
+Every process uses the session database and a scrubbed environment (no model endpoint, no
+``.env``: it runs in a temporary directory).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pty
+import re
+import secrets
+import select
+import signal
+import socket
+import subprocess
+import sys
+import termios
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from graph.background.queue import ensure_queue_schema
+from graph.db import Database
+from graph.settings import Settings
+
+_TOLLGATE = str(Path(sys.executable).with_name("tollgate"))
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[=>]|\r")
+_INHERITED_OFF = ("TOLLGATE_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_")
+
+
+def _env(settings: Settings, **extra: str) -> dict[str, str]:
+    assert settings.approval_secret is not None
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_OFF) and k != "DATABASE_URL"}
+    return env | {
+        "DATABASE_URL": str(settings.database_url),
+        "TOLLGATE_APPROVAL_SECRET": settings.approval_secret.get_secret_value(),
+        "TOLLGATE_DATA_DIR": str(settings.data_dir),
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        "LANGSMITH_TRACING": "false",
+        "LANGGRAPH_NO_VERSION_CHECK": "true",
+        "TERM": "xterm-256color",
+    } | extra
+
+
+class _Terminal:
+    """A process on a pseudo-terminal: type lines into it and read its screen (ANSI stripped)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        master, slave = pty.openpty()
+        termios.tcsetwinsize(slave, (50, 120))
+        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd,
+                                     start_new_session=True)
+        os.close(slave)
+        self._fd = master
+        self.screen = ""
+        self._pos = 0
+
+    def _read(self, timeout: float) -> bool:
+        ready, _, _ = select.select([self._fd], [], [], timeout)
+        if not ready:
+            return True
+        try:
+            chunk = os.read(self._fd, 65536)
+        except OSError:  # EIO: the process closed the terminal
+            return False
+        self.screen += _ANSI.sub("", chunk.decode("utf-8", "replace"))
+        return bool(chunk)
+
+    def expect(self, text: str, timeout: float = 90) -> str:
+        """Wait until ``text`` appears after what was already matched; return the output up to it."""
+        deadline = time.monotonic() + timeout
+        while (at := self.screen.find(text, self._pos)) < 0:
+            if time.monotonic() > deadline or not self._read(0.2):
+                pytest.fail(f"{text!r} never appeared; the screen ends with:\n{self.screen[-3000:]}")
+        seen, self._pos = self.screen[self._pos : at + len(text)], at + len(text)
+        return seen
+
+    def type(self, line: str) -> None:
+        """Type ``line`` and press Enter."""
+        os.write(self._fd, line.encode() + b"\r")
+
+    def press_ctrl_d(self) -> None:
+        os.write(self._fd, b"\x04")
+
+    def wait(self, timeout: float = 60) -> int:
+        """Drain the screen until the process exits; its exit code."""
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            self._read(0.2)
+        return self.proc.wait(timeout=1)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+        os.close(self._fd)
+
+
+@pytest.fixture
+def chat(settings: Settings, owner: str, tmp_path: Path) -> Iterator[_Terminal]:
+    """``tollgate chat`` as a fresh owner on a fresh thread, on a terminal, at its first prompt."""
+    term = _Terminal([_TOLLGATE, "chat", "--owner", owner, "--thread", str(uuid.uuid4())], _env(settings), tmp_path)
+    try:
+        term.expect(f"chatting as {owner}")
+        term.expect("you> ")
+        yield term
+    finally:
+        term.close()
+
+
+async def _calendar(db: Database, owner: str) -> dict[str, str]:
+    async with db.pool.connection() as conn:
+        cur = await conn.execute("SELECT title, status FROM calendar_events WHERE owner_id = %s", (owner,))
+        return {row["title"]: row["status"] for row in await cur.fetchall()}
+
+
+async def _approvals(db: Database, owner: str) -> list[str]:
+    async with db.pool.connection() as conn:
+        cur = await conn.execute("SELECT status FROM approvals WHERE owner_id = %s ORDER BY created_at", (owner,))
+        return [row["status"] for row in await cur.fetchall()]
+
+
+async def test_chat_lists_the_calendar_and_cancels_the_2nd_event_after_an_inline_approve(
+    chat: _Terminal, db: Database, owner: str
+) -> None:
+    chat.type("what's on my calendar today?")
+    listed = chat.expect("you> ")
+    assert "running calendar.list" in listed
+    assert "2. Lunch with Sam" in listed
+
+    chat.type("cancel the 2nd one")
+    asked = chat.expect("approve? [a]pprove / [e]dit / [r]eject")
+    assert "needs your approval" in asked and "Cancel “Lunch with Sam”" in asked
+    assert (await _calendar(db, owner))["Lunch with Sam"] == "confirmed"  # nothing runs before the approve
+
+    chat.type("a")
+    done = chat.expect("you> ")
+    assert "running calendar.cancel_event" in done
+    assert "tollgate> Cancelled “Lunch with Sam”" in done
+    calendar = await _calendar(db, owner)
+    assert calendar["Lunch with Sam"] == "cancelled"
+    assert calendar["Standup"] == calendar["Design review"] == "confirmed"
+    assert await _approvals(db, owner) == ["approved"]
+
+    chat.type("/quit")
+    assert chat.wait() == 0
+
+
+async def test_chat_edit_checks_the_new_json_args_and_reject_changes_nothing(
+    chat: _Terminal, db: Database, owner: str
+) -> None:
+    chat.type("what's on my calendar today?")
+    chat.expect("you> ")
+
+    chat.type("cancel the 2nd one")
+    chat.expect("approve?")
+    chat.type("e")
+    chat.expect("new arguments as JSON")
+    chat.type("{oops")
+    chat.expect("that is not JSON; try again")
+    chat.type('{"event_id": "evt_not_on_the_list"}')  # the server re-checks edited ids: off the list, nothing runs
+    refused = chat.expect("you> ")
+    assert "running calendar.cancel_event" not in refused
+    assert set((await _calendar(db, owner)).values()) == {"confirmed", "cancelled"}
+    assert (await _calendar(db, owner))["Lunch with Sam"] == "confirmed"
+
+    chat.type("cancel the 2nd one")
+    chat.expect("approve?")
+    chat.type("e")
+    chat.expect("new arguments as JSON")
+    chat.type('{"event_id": "#3"}')
+    edited = chat.expect("you> ")
+    assert "Cancelled “Design review”" in edited
+    calendar = await _calendar(db, owner)
+    assert calendar["Design review"] == "cancelled" and calendar["Lunch with Sam"] == "confirmed"
+
+    chat.type("cancel the 1st one")
+    chat.expect("approve?")
+    chat.type("r")
+    chat.expect("reason (optional): ")
+    chat.type("not today")
+    rejected = chat.expect("you> ")
+    assert "nothing was changed" in rejected
+    assert (await _calendar(db, owner))["Standup"] == "confirmed"
+    assert (await _approvals(db, owner))[-1] == "rejected"
+
+    chat.press_ctrl_d()
+    assert chat.wait() == 0
+
+
+def test_migrate_applies_every_migration(settings: Settings, tmp_path: Path) -> None:
+    done = subprocess.run([_TOLLGATE, "migrate"], env=_env(settings), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "migrations applied" in done.stdout
+
+
+def test_serve_demo_is_refused_in_production(settings: Settings, tmp_path: Path) -> None:
+    done = subprocess.run([_TOLLGATE, "serve", "--demo"], env=_env(settings, TOLLGATE_ENVIRONMENT="production"),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "refused in production" in done.stderr
+
+
+def test_a_bad_configuration_exits_2_and_never_echoes_the_secret(settings: Settings, tmp_path: Path) -> None:
+    leaked = "short-secret"  # too short for production: refused, and must not be printed
+    done = subprocess.run([_TOLLGATE, "migrate"],
+                          env=_env(settings, TOLLGATE_ENVIRONMENT="production", TOLLGATE_APPROVAL_SECRET=leaked),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "TOLLGATE_APPROVAL_SECRET" in done.stderr
+    assert leaked not in done.stdout + done.stderr
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def _worker_ids(db: Database) -> set[int]:
+    async with db.pool.connection() as conn:
+        cur = await conn.execute("SELECT id FROM procrastinate_workers")
+        return {int(row["id"]) for row in await cur.fetchall()}
+
+
+async def _wait_for(check: Callable[[], Awaitable[bool]], deadline: float) -> None:
+    while time.monotonic() < deadline:
+        if await check():
+            return
+        await asyncio.sleep(0.2)
+    pytest.fail(f"{check.__name__} never became true")
+
+
+async def test_serve_demo_prints_the_url_and_a_working_token_and_runs_one_worker(
+    settings: Settings, db: Database, tmp_path: Path
+) -> None:
+    await ensure_queue_schema(db)
+    before = await _worker_ids(db)
+    port = _free_port()
+    log = tmp_path / "serve.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([_TOLLGATE, "serve", "--demo", "--port", str(port)], env=_env(settings),
+                                cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 120
+
+        async def up() -> bool:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            try:
+                return httpx.get(url + "healthz", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        await _wait_for(up, deadline)
+        printed = log.read_text()
+        assert f"Tollgate: {url}" in printed
+        match = re.search(r"demo token \(owner `demo`\): (tg_[A-Za-z0-9_-]+)", printed)
+        assert match is not None, printed[-3000:]
+        token = match.group(1)
+        assert httpx.get(url + "v1/threads", headers={"Authorization": f"Bearer {token}"}, timeout=10).status_code == 200
+        assert httpx.get(url + "v1/threads", timeout=10).status_code == 401
+
+        async def worker_registered() -> bool:
+            return bool(await _worker_ids(db) - before)
+
+        await _wait_for(worker_registered, deadline)
+        mine = await _worker_ids(db) - before
+        assert len(mine) == 1
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        code = proc.wait(timeout=60)
+    assert code == 0, log.read_text()[-3000:]
+    assert not (await _worker_ids(db)) & mine  # the in-process worker deregistered on the way out
+
+
+async def test_worker_runs_until_sigterm_and_stops_cleanly(settings: Settings, db: Database, tmp_path: Path) -> None:
+    await ensure_queue_schema(db)
+    before = await _worker_ids(db)
+    log = tmp_path / "worker.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([_TOLLGATE, "worker", "--name", "cli-test-" + secrets.token_hex(3)],
+                                env=_env(settings), cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        async def registered() -> bool:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            return bool(await _worker_ids(db) - before)
+
+        await _wait_for(registered, time.monotonic() + 120)
+        mine = await _worker_ids(db) - before
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        code = proc.wait(timeout=60)
+    assert code == 0, log.read_text()[-3000:]
+    assert not (await _worker_ids(db)) & mine

@@ -1,0 +1,258 @@
+"""LangGraph Studio's local API (``langgraph dev``) runs our graph on our PostgreSQL.
+
+One real ``langgraph dev`` process per module, from ``.venv-studio`` (``make setup-studio``),
+on a free loopback port, with analytics, tracing and version checks off. The tests drive it
+with ``langgraph_sdk`` as Studio does, and check the results in our own tables and through
+our own checkpointer: Studio and Tollgate's runner share threads.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+
+from graph.app import open_app
+from graph.checkpointer import open_checkpointer
+from graph.db import Database
+from graph.event_contract import EventContract
+from graph.events import TurnEvent
+from graph.services import Services, utc_now
+from graph.settings import Settings
+from graph.state import Context
+from graph.turn import build_graph
+from tests.harness import Turns
+from tools.demo import seed_demo
+
+_ROOT = Path(__file__).resolve().parent.parent
+_LANGGRAPH = _ROOT / ".venv-studio" / "bin" / "langgraph"
+_INHERITED_OFF = ("TOLLGATE_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_")
+
+
+def _env(settings: Settings) -> dict[str, str]:
+    """The process environment: the session database, no model endpoint, nothing phoning home."""
+    assert settings.approval_secret is not None
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_OFF) and k != "DATABASE_URL"}
+    return env | {
+        "DATABASE_URL": str(settings.database_url),
+        "TOLLGATE_APPROVAL_SECRET": settings.approval_secret.get_secret_value(),
+        "TOLLGATE_DATA_DIR": str(settings.data_dir),
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        "LANGSMITH_TRACING": "false",
+        "LANGCHAIN_TRACING_V2": "false",
+        "LANGGRAPH_NO_VERSION_CHECK": "true",
+    }
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"langgraph dev exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
+        try:
+            if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.25)
+    pytest.fail(f"langgraph dev did not answer on {url}:\n{log.read_text()[-4000:]}")
+
+
+@pytest.fixture(scope="module")
+def studio_url(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``langgraph dev`` on a free loopback port, over the session database."""
+    if not _LANGGRAPH.exists():
+        message = f"{_LANGGRAPH.relative_to(_ROOT)} is missing: run `make setup-studio`"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    workdir = tmp_path_factory.mktemp("studio")  # langgraph dev keeps its own run metadata in ./.langgraph_api
+    log = workdir / "langgraph-dev.log"
+    port = _free_port()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(_LANGGRAPH), "dev", "--config", str(_ROOT / "langgraph.json"), "--host", "127.0.0.1",
+             "--port", str(port), "--no-browser", "--no-reload"],
+            cwd=workdir, env=_env(settings), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url, proc, log)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+
+@pytest.fixture
+async def studio(studio_url: str) -> AsyncIterator[LangGraphClient]:
+    """A ``langgraph_sdk`` client, as Studio talks to the local API."""
+    client = get_client(url=studio_url)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+async def demo_owner(db: Database, owner: str) -> str:
+    """A fresh owner with the demo data placed around the real clock (``langgraph dev`` has no other)."""
+    async with db.pool.connection() as conn, conn.transaction():
+        await seed_demo(conn, owner, utc_now(), "UTC")
+    return owner
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+async def _run(
+    studio: LangGraphClient, thread_id: str, contract: EventContract, *, resume: bool = False, **run: Any
+) -> list[TurnEvent]:
+    """Stream one run as Studio does; return our typed events (from the custom stream), contract-checked."""
+    events: list[TurnEvent] = []
+    async for part in studio.runs.stream(thread_id, "tollgate", stream_mode="custom", **run):
+        assert part.event != "error", part.data
+        if part.event == "custom" and isinstance(part.data, dict) and "tollgate_event" in part.data:
+            events.append(part.data["tollgate_event"])
+    contract.check_run(events, resume=resume)
+    return events
+
+
+def _last(events: list[TurnEvent], kind: str) -> dict[str, Any]:
+    return [event["data"] for event in events if event["type"] == kind][-1]
+
+
+async def _calendar(db: Database, owner: str) -> dict[str, str]:
+    async with db.pool.connection() as conn:
+        cur = await conn.execute("SELECT title, status FROM calendar_events WHERE owner_id = %s", (owner,))
+        return {row["title"]: row["status"] for row in await cur.fetchall()}
+
+
+async def _our_interrupts(services: Services, db: Database, thread_id: str) -> list[Any]:
+    """The interrupts our own graph and checkpointer see on ``thread_id``."""
+    ours = build_graph(services, checkpointer=await open_checkpointer(db, setup=False))
+    snapshot = await ours.aget_state({"configurable": {"thread_id": thread_id}})
+    return [intr.value for task in snapshot.tasks for intr in task.interrupts]
+
+
+async def test_the_context_form_asks_for_the_owner(studio: LangGraphClient) -> None:
+    [assistant] = await studio.assistants.search(graph_id="tollgate")
+    schemas = await studio.assistants.get_schemas(assistant["assistant_id"])
+    context = schemas["context_schema"]
+    assert context is not None
+    assert context["required"] == ["owner_id"]
+    assert set(context["properties"]) == {"owner_id", "timezone", "channel"}
+
+
+async def test_studio_runs_a_write_turn_on_our_postgres_and_an_approve_resumes_it(
+    studio: LangGraphClient, db: Database, services: Services, demo_owner: str
+) -> None:
+    context = {"owner_id": demo_owner, "timezone": "UTC", "channel": "studio"}
+    contract = EventContract()
+    thread = await studio.threads.create()
+    tid = thread["thread_id"]
+
+    listed = await _run(studio, tid, contract, input=_user("what's on my calendar today?"), context=context)
+    assert _last(listed, "message_complete")["outcome"] == "read"
+    assert "Lunch with Sam" in _last(listed, "message_complete")["text"]
+
+    proposed = await _run(studio, tid, contract, input=_user("cancel the 2nd one"), context=context)
+    assert _last(proposed, "approval_required")["tool"] == "calendar"
+    state = await studio.threads.get_state(tid)
+    [interrupt] = state["interrupts"]
+    request = interrupt["value"]
+    assert request["action_requests"][0]["name"] == "calendar__cancel_event"
+    assert "Lunch with Sam" in request["action_requests"][0]["description"]
+    assert request["review_configs"][0]["allowed_decisions"] == ["approve", "edit", "reject"]
+    assert (await _calendar(db, demo_owner))["Lunch with Sam"] == "confirmed"  # nothing ran yet
+
+    # The same thread, read through our own checkpointer: Studio's checkpoints are ours.
+    [ours] = await _our_interrupts(services, db, tid)
+    assert ours["approval"]["id"] == request["approval"]["id"]
+    async with db.pool.connection() as conn:
+        cur = await conn.execute("SELECT owner_id FROM threads WHERE thread_id = %s", (tid,))
+        assert await cur.fetchone() == {"owner_id": demo_owner}
+
+    resume = {"token": request["approval"]["token"], "decisions": [{"type": "approve"}]}
+    done = await _run(studio, tid, contract, resume=True, command={"resume": resume}, context=context)
+    assert _last(done, "approval_decided")["decision"] == "approve"
+    assert _last(done, "message_complete")["outcome"] == "executed"
+    assert "Cancelled" in _last(done, "message_complete")["text"]
+    calendar = await _calendar(db, demo_owner)
+    assert calendar["Lunch with Sam"] == "cancelled"
+    assert calendar["Standup"] == calendar["Design review"] == "confirmed"
+    assert await _our_interrupts(services, db, tid) == []
+
+
+async def test_a_thread_started_through_the_runner_is_approved_in_studio(
+    studio: LangGraphClient, settings: Settings, db: Database, demo_owner: str
+) -> None:
+    ctx = Context(owner_id=demo_owner, timezone="UTC", channel="chat")
+    tid = str(uuid.uuid4())  # langgraph dev addresses threads by UUID
+    async with open_app(settings) as app:
+        turns = Turns(app.runner)
+        await turns.send(ctx, tid, "what's on my calendar today?")
+        proposed = await turns.send(ctx, tid, "cancel the 2nd one")
+    assert proposed.approval is not None
+
+    await studio.threads.create(thread_id=tid, if_exists="do_nothing", graph_id="tollgate")
+    state = await studio.threads.get_state(tid)
+    [interrupt] = state["interrupts"]
+    assert interrupt["value"]["approval"]["id"] == proposed.approval.approval_id
+
+    resume = {"token": interrupt["value"]["approval"]["token"], "decisions": [{"type": "approve"}]}
+    done = await _run(studio, tid, turns.contract, resume=True, command={"resume": resume},
+                      context={"owner_id": demo_owner})
+    assert _last(done, "message_complete")["outcome"] == "executed"
+    assert (await _calendar(db, demo_owner))["Lunch with Sam"] == "cancelled"
+
+
+async def test_a_studio_resume_as_another_owner_runs_nothing(
+    studio: LangGraphClient, db: Database, demo_owner: str
+) -> None:
+    contract = EventContract()
+    tid = (await studio.threads.create())["thread_id"]
+    context = {"owner_id": demo_owner}
+    await _run(studio, tid, contract, input=_user("what's on my calendar today?"), context=context)
+    await _run(studio, tid, contract, input=_user("cancel the 2nd one"), context=context)
+    [interrupt] = (await studio.threads.get_state(tid))["interrupts"]
+
+    # The token binds the owner: resuming under any other owner (Studio lets anyone type one) runs nothing.
+    resume = {"token": interrupt["value"]["approval"]["token"], "decisions": [{"type": "approve"}]}
+    done = await _run(studio, tid, contract, resume=True, command={"resume": resume},
+                      context={"owner_id": "o_intruder"})
+    assert _last(done, "message_complete")["outcome"] != "executed"
+    assert (await _calendar(db, demo_owner))["Lunch with Sam"] == "confirmed"
+
+
+async def test_a_studio_run_without_an_owner_runs_nothing(studio: LangGraphClient, db: Database) -> None:
+    thread = await studio.threads.create()
+    with pytest.raises(Exception, match="owner_id"):
+        await studio.runs.wait(thread["thread_id"], "tollgate", input=_user("what's on my calendar today?"))
+    async with db.pool.connection() as conn:
+        cur = await conn.execute("SELECT count(*) AS n FROM threads WHERE thread_id = %s", (thread["thread_id"],))
+        assert await cur.fetchone() == {"n": 0}

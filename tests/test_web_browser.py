@@ -1,0 +1,107 @@
+"""The web page in a real headless Chromium: chat, see the approval chip, approve, see the result.
+
+Debian's ``chromium`` driven through Playwright with the system executable (no browser is
+ever downloaded). In CI (``CI=true``) a missing Chromium fails the test, since ``.ci/run``
+installs it; elsewhere the test skips and says how to get it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from playwright.async_api import ConsoleMessage, Page, async_playwright, expect
+
+from graph.db import Database
+from tests.server_harness import Api, LiveServer
+
+CHROMIUM = Path("/usr/bin/chromium")
+_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+_ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+_WAIT_MS = 30_000
+
+
+@pytest.fixture
+def chromium() -> Path:
+    """The system Chromium, or a failure in CI / a skip elsewhere."""
+    if CHROMIUM.exists():
+        return CHROMIUM
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{CHROMIUM} is missing in CI: .ci/run must install Debian's chromium package")
+    pytest.skip(f"{CHROMIUM} not found: `apt-get install -y chromium` to run the browser test")
+
+
+async def _lunch(db: Database, owner: str) -> str:
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT status FROM calendar_events WHERE owner_id = %s AND title = 'Lunch with Sam'", (owner,)
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    return str(row["status"])
+
+
+async def _send(page: Page, text: str) -> None:
+    await page.fill("#message", text)
+    await page.click("#send")
+
+
+async def test_chat_then_approve_from_the_approval_chip(
+    api: Api, live_server: LiveServer, db: Database, chromium: Path, tmp_path: Path
+) -> None:
+    problems: list[str] = []
+    async with async_playwright() as pw:
+        context = await pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=str(chromium), headless=True, args=_ARGS,
+            viewport={"width": 1280, "height": 800},
+        )
+        try:
+            page = context.pages[0] if context.pages else await context.new_page()
+            page.on("console", lambda m: problems.append(m.text) if _is_error(m) else None)
+            page.on("pageerror", lambda e: problems.append(str(e)))
+
+            await page.goto(f"{live_server.url}/?token={api.token}")
+            assert "token=" not in page.url  # the demo link's token leaves the address bar at once
+            await expect(page.locator("#status")).to_have_text("Ready", timeout=_WAIT_MS)
+
+            await _send(page, "what's on my calendar today?")
+            listing = page.locator(".msg.assistant .bubble.done").last
+            await expect(listing).to_contain_text("Lunch with Sam", timeout=_WAIT_MS)
+
+            await _send(page, "cancel the 2nd one")
+            chip = page.locator(".chip").last
+            await expect(chip.locator(".chip-preview")).to_contain_text("Cancel “Lunch with Sam”", timeout=_WAIT_MS)
+            await expect(page.locator("#timeline .ev-approval_required")).to_have_count(1)
+            await expect(page.locator("#approvals li")).to_contain_text(["Cancel “Lunch with Sam”"])
+            assert await _lunch(db, api.owner) == "confirmed"  # nothing runs before the click
+            _ARTIFACTS.mkdir(exist_ok=True)
+            await page.screenshot(path=str(_ARTIFACTS / "web-chip.png"), full_page=True)
+
+            await chip.locator("button.approve").click()
+            result = page.locator(".msg.assistant .bubble.done").last
+            await expect(result).to_contain_text("Cancelled “Lunch with Sam”", timeout=_WAIT_MS)
+            await expect(chip.locator(".chip-state")).to_have_text("Decided: approve")
+            await expect(chip.locator("button.approve")).to_be_disabled()
+            await expect(page.locator("#approvals li")).to_have_text(["None"])
+            await expect(page.locator("#timeline .ev-message_complete")).to_have_count(2)
+
+            await page.screenshot(path=str(_ARTIFACTS / "web-approve.png"), full_page=True)
+        finally:
+            await context.close()
+    assert await _lunch(db, api.owner) == "cancelled"
+    assert problems == []  # no script errors, no CSP violations
+
+
+def _is_error(message: ConsoleMessage) -> bool:
+    return message.type == "error"
+

@@ -1,0 +1,65 @@
+"""Bearer tokens: each maps to one owner; only their SHA-256 is stored.
+
+A token is 32 random bytes (``tg_`` + URL-safe base64), so a plain SHA-256 is enough: there
+is nothing to brute-force, and a leaked ``api_tokens`` table grants no access. The plaintext
+exists once, in the return value of :func:`issue_token`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from typing import Final
+
+from graph.db import Database
+from graph.state import Context
+
+__all__ = ["TOKEN_PREFIX", "ensure_demo_token", "hash_token", "issue_token", "owner_for_token", "revoke_token"]
+
+TOKEN_PREFIX: Final = "tg_"
+"""Every Tollgate bearer token starts with this (easy to spot in a secret scanner)."""
+_MAX_TOKEN = 256
+
+
+def hash_token(token: str) -> str:
+    """The stored form of a token: lowercase hex SHA-256."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+async def issue_token(db: Database, owner_id: str, *, label: str = "") -> str:
+    """Create a token for ``owner_id`` and return its plaintext (never stored)."""
+    Context(owner_id=owner_id)  # the same owner-id rules as every run
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    async with db.pool.connection() as conn:
+        await conn.execute(
+            "INSERT INTO api_tokens (token_hash, owner_id, label) VALUES (%s, %s, %s)",
+            (hash_token(token), owner_id, label[:200]),
+        )
+    return token
+
+
+async def ensure_demo_token(db: Database, owner: str = "demo") -> str:
+    """A fresh token for the demo owner, for ``make run`` to print (earlier ones stay valid)."""
+    return await issue_token(db, owner, label="demo")
+
+
+async def revoke_token(db: Database, token: str) -> bool:
+    """Revoke a token; ``True`` if it was live."""
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            "UPDATE api_tokens SET revoked_at = now() WHERE token_hash = %s AND revoked_at IS NULL",
+            (hash_token(token),),
+        )
+        return cur.rowcount == 1
+
+
+async def owner_for_token(db: Database, token: str) -> str | None:
+    """The owner a live token maps to, or ``None``."""
+    if not token or len(token) > _MAX_TOKEN or not token.startswith(TOKEN_PREFIX):
+        return None
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT owner_id FROM api_tokens WHERE token_hash = %s AND revoked_at IS NULL", (hash_token(token),)
+        )
+        row = await cur.fetchone()
+    return str(row["owner_id"]) if row else None

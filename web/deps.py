@@ -1,0 +1,110 @@
+"""FastAPI dependencies as ``Annotated`` aliases: the server's state, settings, the app, the caller.
+
+Authentication and the rate limit live in :func:`current_principal`, so a route that takes a
+:data:`PrincipalDep` can never forget either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from graph.app import App
+from graph.settings import Settings
+from graph.state import Context
+from web.auth import owner_for_token
+from web.errors import RateLimited, Unauthenticated
+from web.hub import TurnHub
+from web.ratelimit import RateLimiter
+
+__all__ = [
+    "AppDep",
+    "HubDep",
+    "Principal",
+    "PrincipalDep",
+    "ServerState",
+    "ServerStateDep",
+    "SettingsDep",
+    "current_principal",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerState:
+    """What the lifespan opens: one per server process."""
+
+    settings: Settings
+    """Configuration."""
+    app: App
+    """The running Tollgate (services and runner)."""
+    hub: TurnHub
+    """Detached runs and the event log."""
+    limiter: RateLimiter
+    """The per-principal request budget."""
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The authenticated caller."""
+
+    owner_id: str
+    """The owner the bearer token maps to."""
+    context: Context
+    """The run context for this caller's turns."""
+
+
+def _server_state(request: Request) -> ServerState:
+    state = getattr(request.app.state, "tollgate", None)
+    if not isinstance(state, ServerState):
+        raise RuntimeError("the Tollgate lifespan has not run")
+    return state
+
+
+ServerStateDep = Annotated[ServerState, Depends(_server_state)]
+"""The server's state."""
+
+
+def _settings(state: ServerStateDep) -> Settings:
+    return state.settings
+
+
+def _app(state: ServerStateDep) -> App:
+    return state.app
+
+
+def _hub(state: ServerStateDep) -> TurnHub:
+    return state.hub
+
+
+SettingsDep = Annotated[Settings, Depends(_settings)]
+"""The settings."""
+AppDep = Annotated[App, Depends(_app)]
+"""The running Tollgate."""
+HubDep = Annotated[TurnHub, Depends(_hub)]
+"""The turn hub."""
+
+_bearer = HTTPBearer(auto_error=False, description="A Tollgate API token (`tg_...`); `make run` prints one.")
+
+
+async def current_principal(
+    state: ServerStateDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    """Authenticate the bearer token, then spend one request of the owner's budget."""
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise Unauthenticated()
+    owner = await owner_for_token(state.app.services.db, credentials.credentials)
+    if owner is None:
+        raise Unauthenticated()
+    retry_after = state.limiter.take(owner)
+    if retry_after is not None:
+        raise RateLimited(retry_after)
+    context = Context(owner_id=owner, timezone=state.settings.default_timezone, channel="chat")
+    return Principal(owner_id=owner, context=context)
+
+
+PrincipalDep = Annotated[Principal, Depends(current_principal)]
+"""The authenticated, rate-limited caller."""

@@ -1,0 +1,138 @@
+"""One exception handler for the API: every failure becomes an :class:`~web.schemas.ErrorBody`.
+
+The error taxonomy (``policies.errors``) maps to HTTP status codes here and nowhere else.
+``permission_denied`` answers 404 like ``not_found``: over HTTP the only thing it can mean is
+"not yours", and one owner must not learn that another's thread or approval exists.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from typing import Any, Final
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from psycopg import OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from policies.errors import ErrorCode, InvalidArgs, TollgateError
+from web.schemas import ApiErrorCode, ErrorBody
+
+__all__ = ["STATUS_BY_CODE", "RateLimited", "Unauthenticated", "documented", "install_error_handlers"]
+
+_log = logging.getLogger("tollgate.web")
+
+STATUS_BY_CODE: Final[dict[ErrorCode, int]] = {
+    "invalid_args": 422,
+    "off_list_id": 422,
+    "egress_denied": 422,
+    "not_found": 404,
+    "permission_denied": 404,
+    "approval_invalid": 409,
+    "approval_expired": 409,
+    "transient": 503,
+    "unavailable": 503,
+}
+"""HTTP status per error code."""
+
+
+class Unauthenticated(Exception):
+    """No bearer token, or one that maps to no owner (the two are not told apart)."""
+
+    code: Final = "unauthenticated"
+
+    def __init__(self) -> None:
+        super().__init__("a valid bearer token is required")
+
+
+class RateLimited(Exception):
+    """The principal spent its request budget; ``retry_after`` seconds until the next request."""
+
+    code: Final = "rate_limited"
+
+    def __init__(self, retry_after: float) -> None:
+        self.retry_after = retry_after
+        super().__init__(f"too many requests; retry in {math.ceil(retry_after)} s")
+
+
+def _body(code: ApiErrorCode, message: str, status: int, *, violations: list[str] | None = None,
+          headers: Mapping[str, str] | None = None) -> JSONResponse:
+    body = ErrorBody(code=code, message=message, violations=violations or [])
+    return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
+
+
+def _location(loc: tuple[Any, ...] | list[Any]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+async def _tollgate_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, TollgateError)
+    violations = exc.violations if isinstance(exc, InvalidArgs) else None
+    return _body(exc.code, exc.message, STATUS_BY_CODE.get(exc.code, 503), violations=violations)
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    # Never echo the input: a request may carry a secret in the field that failed.
+    violations = [f"{_location(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in exc.errors()]
+    return _body("invalid_args", f"invalid request: {len(violations)} violation(s)", 422, violations=violations)
+
+
+async def _unauthenticated(_request: Request, exc: Exception) -> JSONResponse:
+    return _body("unauthenticated", str(exc), 401, headers={"WWW-Authenticate": "Bearer"})
+
+
+async def _rate_limited(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RateLimited)
+    return _body("rate_limited", str(exc), 429, headers={"Retry-After": str(math.ceil(exc.retry_after))})
+
+
+async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400:  # a body that is not even JSON: as invalid as any other malformed request
+        return _body("invalid_args", "invalid request: the body could not be parsed", 422)
+    code: ApiErrorCode = "not_found" if exc.status_code in (404, 405) else "invalid_args"
+    return _body(code, str(exc.detail), exc.status_code, headers=exc.headers)
+
+
+async def _database_down(_request: Request, exc: Exception) -> JSONResponse:
+    _log.warning("database unavailable: %s", type(exc).__name__)
+    return _body("unavailable", "the database is unavailable", 503)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers that turn every failure into an :class:`ErrorBody`."""
+    app.add_exception_handler(TollgateError, _tollgate_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(Unauthenticated, _unauthenticated)
+    app.add_exception_handler(RateLimited, _rate_limited)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(OperationalError, _database_down)
+
+
+_DESCRIPTIONS: Final[dict[int, str]] = {
+    401: "No bearer token, or an unknown or revoked one (`unauthenticated`).",
+    404: "No such thread, turn or approval for this caller: another owner's is indistinguishable from none.",
+    409: "The approval is no longer pending (decided, superseded) or its token no longer matches.",
+    422: "The request broke its schema (`invalid_args`, with `violations`).",
+    429: "The caller's request budget is spent (`rate_limited`); retry after `Retry-After` seconds.",
+    503: "The database or another collaborator is unavailable (`unavailable`, `transient`).",
+}
+_HEADERS: Final[dict[int, dict[str, Any]]] = {
+    401: {"WWW-Authenticate": {"description": "`Bearer`", "schema": {"type": "string"}}},
+    429: {"Retry-After": {"description": "Seconds until a request is allowed again.", "schema": {"type": "integer"}}},
+}
+
+
+def documented(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for the given error statuses, all with the :class:`ErrorBody` schema."""
+    out: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        entry: dict[str, Any] = {"model": ErrorBody, "description": _DESCRIPTIONS[status]}
+        if status in _HEADERS:
+            entry["headers"] = _HEADERS[status]
+        out[status] = entry
+    return out

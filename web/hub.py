@@ -1,0 +1,210 @@
+"""Detached turn runs and the event log behind them: what makes a stream resumable.
+
+A request does not run its turn inside its own response. :meth:`TurnHub.start` runs it as a
+task of the server; the task records every event in ``turn_events`` *before* anyone can see
+it, then wakes the followers. Every stream (the request's own, or a reconnect with
+``Last-Event-ID``) is a follower reading that log, so a client that drops mid-turn loses
+nothing: the turn goes on, and reconnecting replays what came after the last id it saw.
+
+A run ends with its terminal event (``message_complete`` or ``approval_required``), recorded
+only once the runner is done with the run (the approval it asks for is stored by then), so a
+client may act on the last event the moment it gets it. A run that fails after it started
+streaming ends instead with a recorded ``error`` event whose data says ``fatal: true``.
+
+Runs on one thread are serialized twice: in process by an :class:`asyncio.Lock` (so waiting
+requests hold no database connection), and across processes by the runner's advisory lock.
+Followers are woken in process; a turn run by another process is followed by polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Final
+
+from graph.db import Database
+from graph.events import TurnEvent
+from policies.errors import TollgateError
+from web import store
+
+__all__ = ["FAILED_RUN_MESSAGE", "LiveRun", "TurnHub"]
+
+_log = logging.getLogger("tollgate.web")
+_POLL_SECONDS = 1.0
+_SHUTDOWN_GRACE_SECONDS = 10.0
+
+FAILED_RUN_MESSAGE: Final = "the turn failed before it completed"
+"""The message of the ``error`` event that ends a failed run."""
+
+
+@dataclass(eq=False)
+class LiveRun:
+    """One run in this process: its first event (or early failure), then its completion."""
+
+    thread_id: str
+    """The thread it runs on."""
+    first: asyncio.Future[TurnEvent]
+    """Resolves with the first event, or with the error raised before any event."""
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the run has finished (all its events are recorded)."""
+    last: TurnEvent | None = None
+    """The last event recorded so far."""
+    error: BaseException | None = None
+    """Why it failed, when it failed after its first event."""
+
+
+def _retrieve(future: asyncio.Future[TurnEvent]) -> None:
+    # The request that awaited it may be gone; mark the exception as seen either way.
+    if not future.cancelled():
+        future.exception()
+
+
+class TurnHub:
+    """Starts detached runs and serves followers of the event log."""
+
+    def __init__(self, db: Database, *, idle_seconds: float) -> None:
+        self.db = db
+        self.idle_seconds = idle_seconds
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._signals: dict[str, asyncio.Event] = {}
+
+    async def start(self, owner_id: str, thread_id: str, events: AsyncIterator[TurnEvent]) -> tuple[LiveRun, TurnEvent]:
+        """Run ``events`` detached; return once its first event is recorded.
+
+        An error raised before the first event (not found, invalid, nothing pending...) is
+        raised here, so the request can answer with a plain HTTP error instead of a stream.
+        """
+        loop = asyncio.get_running_loop()
+        run = LiveRun(thread_id=thread_id, first=loop.create_future())
+        run.first.add_done_callback(_retrieve)
+        task = asyncio.create_task(self._drive(run, owner_id, events), name=f"turn:{thread_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        # A client that disconnects while waiting for the thread does not cancel its turn.
+        first = await asyncio.shield(run.first)
+        return run, first
+
+    async def _drive(self, run: LiveRun, owner_id: str, events: AsyncIterator[TurnEvent]) -> None:
+        lock = self._locks.get(run.thread_id)
+        if lock is None:
+            lock = self._locks[run.thread_id] = asyncio.Lock()
+        try:
+            async with lock:
+                held: TurnEvent | None = None
+                try:
+                    async for event in events:
+                        if held is not None:  # nothing follows a terminal event; keep it if it does
+                            await self._record(run, owner_id, held)
+                            held = None
+                        if event["type"] in store.TERMINAL:
+                            held = event  # recorded once the runner is done (see the module doc)
+                        else:
+                            await self._record(run, owner_id, event)
+                finally:
+                    close = getattr(events, "aclose", None)  # the runner's generator releases its locks
+                    if close is not None:
+                        await close()
+                if held is not None:  # the runner is done (approval stored); the next run still waits
+                    await self._record(run, owner_id, held)
+            if not run.first.done():
+                run.first.set_exception(RuntimeError("the run produced no events"))
+        except asyncio.CancelledError:
+            if not run.first.done():
+                run.first.cancel()
+            raise
+        except Exception as exc:
+            if not run.first.done():
+                run.first.set_exception(exc)
+            else:
+                run.error = exc
+                await self._record_failure(run, owner_id, exc)
+        finally:
+            run.done.set()
+            self._notify(run.thread_id)
+
+    async def _record(self, run: LiveRun, owner_id: str, event: TurnEvent) -> None:
+        await store.record_event(self.db, owner_id, event)
+        run.last = event
+        if not run.first.done():
+            run.first.set_result(event)
+        self._notify(run.thread_id)
+
+    async def _record_failure(self, run: LiveRun, owner_id: str, exc: Exception) -> None:
+        """End a run that failed mid-stream with a recorded, fatal ``error`` event."""
+        code = exc.code if isinstance(exc, TollgateError) else "unavailable"
+        _log.warning("a turn run failed mid-stream: %s (%s)", type(exc).__name__, code)
+        assert run.last is not None
+        event = TurnEvent(
+            type="error", seq=run.last["seq"] + 1, turn_id=run.last["turn_id"], ts=datetime.now(UTC).isoformat(),
+            data={"code": code, "message": FAILED_RUN_MESSAGE, "fatal": True}, thread_id=run.thread_id,
+        )
+        try:
+            await self._record(run, owner_id, event)
+        except Exception as again:  # the database may be what failed; followers then stop at their idle limit
+            _log.warning("could not record a failed run's end: %s", type(again).__name__)
+
+    def _notify(self, thread_id: str) -> None:
+        signal = self._signals.pop(thread_id, None)
+        if signal is not None:
+            signal.set()
+
+    def _signal(self, thread_id: str) -> asyncio.Event:
+        signal = self._signals.get(thread_id)
+        if signal is None:
+            signal = self._signals[thread_id] = asyncio.Event()
+        return signal
+
+    def running(self, thread_id: str) -> bool:
+        """Whether a run on ``thread_id`` is live or waiting in this process."""
+        return thread_id in self._locks and self._locks[thread_id].locked()
+
+    async def follow(
+        self, thread_id: str, turn_id: str, after_seq: int, *, run: LiveRun | None = None
+    ) -> AsyncIterator[TurnEvent]:
+        """Recorded events of a turn after ``after_seq``, then live ones.
+
+        With ``run`` (the request's own stream): until that run's last event. Without (a
+        reconnect): everything recorded after ``after_seq``; if the latest event does not end
+        a run, the turn is in flight and is followed until it does, or until ``idle_seconds``
+        pass without a new event (the client may reconnect again).
+        """
+        idle = 0.0
+        while True:
+            signal = self._signal(thread_id)  # taken before reading, so no wake-up is missed
+            finished = run is not None and run.done.is_set()  # likewise: read before the log
+            batch = await store.events_after(self.db, thread_id, turn_id, after_seq)
+            for event in batch:
+                yield event
+                after_seq = event["seq"]
+                if run is not None and store.ends_run(event):
+                    return
+            if batch:
+                idle = 0.0
+            if run is None:
+                latest = batch[-1] if batch else await store.latest_event(self.db, thread_id, turn_id)
+                if latest is None or (store.ends_run(latest) and latest["seq"] <= after_seq):
+                    return
+            elif finished and not batch:
+                return  # it finished without a last event it could record (the database failed)
+            try:
+                await asyncio.wait_for(signal.wait(), timeout=_POLL_SECONDS)
+            except TimeoutError:
+                if run is None and not self.running(thread_id):
+                    idle += _POLL_SECONDS
+                    if idle >= self.idle_seconds:
+                        return
+
+    async def close(self) -> None:
+        """Let live runs finish for a short grace period, then cancel them."""
+        if not self._tasks:
+            return
+        _, pending = await asyncio.wait(set(self._tasks), timeout=_SHUTDOWN_GRACE_SECONDS)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)

@@ -1,0 +1,66 @@
+"""``GET /v1/approvals`` and ``POST /v1/approvals/{id}/decision``: the approval API."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request
+from starlette.responses import JSONResponse, Response
+
+from graph.background.api import decide_background
+from web import store
+from web.deps import AppDep, HubDep, PrincipalDep
+from web.errors import documented
+from web.routes_chat import STREAM_RESPONSE
+from web.schemas import APPROVAL_ID_PATTERN, ApprovalOut, ApprovalsOut, DecisionRequest, runner_decision
+from web.sse import respond_to_run
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
+
+
+@router.get("", summary="List the caller's pending approvals", responses=documented(401, 429, 503))
+async def list_approvals(principal: PrincipalDep, app: AppDep) -> ApprovalsOut:
+    """Pending approvals of every thread of the caller, newest first."""
+    pending = await app.runner.pending_approvals(principal.context)
+    return ApprovalsOut(
+        approvals=[
+            ApprovalOut(
+                approval_id=p.approval_id, thread_id=p.thread_id, tool=p.tool, action=p.action,
+                preview=p.preview, args=p.args, expires_at=p.expires_at,
+            )
+            for p in pending
+        ]
+    )
+
+
+@router.post(
+    "/{approval_id}/decision",
+    summary="Approve, edit or reject; stream the resumed turn",
+    response_class=Response,
+    responses=STREAM_RESPONSE | documented(401, 404, 409, 422, 429, 503),
+)
+async def decide(
+    approval_id: Annotated[str, Path(pattern=APPROVAL_ID_PATTERN)],
+    body: DecisionRequest,
+    principal: PrincipalDep,
+    app: AppDep,
+    hub: HubDep,
+    request: Request,
+) -> Response:
+    """Decide a pending approval and resume its turn; the events continue the turn's sequence.
+
+    An approval runs once: deciding one that is no longer pending (decided, superseded by a
+    newer message) answers 409 and nothing runs. An edit goes through every check again.
+    """
+    approval = await store.require_approval(app.services.db, principal.owner_id, approval_id)
+    decision = runner_decision(body, approval.tool, approval.action)
+    if approval.thread_id.startswith("bg:"):
+        # A background run's approval: a worker continues the run; 202 with the run id.
+        run_id = await decide_background(app, principal.context, approval_id, decision)
+        return JSONResponse({"run_id": run_id, "status": "queued"}, status_code=202)
+    run, first = await hub.start(
+        principal.owner_id, approval.thread_id, app.runner.stream_decision(principal.context, approval_id, decision)
+    )
+    return await respond_to_run(request, hub, run, first)

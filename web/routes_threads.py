@@ -1,0 +1,54 @@
+"""``GET /v1/threads`` and ``GET /v1/threads/{id}``: the caller's threads, read back."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+
+from web import store
+from web.deps import AppDep, HubDep, PrincipalDep
+from web.errors import documented
+from web.schemas import THREAD_ID_PATTERN, ThreadDetail, ThreadQuery, ThreadsOut, ThreadsQuery
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/threads", tags=["threads"])
+
+
+@router.get("", summary="List the caller's threads", responses=documented(401, 422, 429, 503))
+async def list_threads(
+    principal: PrincipalDep,
+    app: AppDep,
+    query: Annotated[ThreadsQuery, Query()],
+) -> ThreadsOut:
+    """The caller's threads (from HTTP, the CLI or Studio), most recently active first."""
+    return ThreadsOut(threads=await store.list_threads(app.services.db, principal.owner_id, query.limit))
+
+
+@router.get("/{thread_id}", summary="Read a thread", responses=documented(401, 404, 422, 429, 503))
+async def read_thread(
+    thread_id: Annotated[str, Path(pattern=THREAD_ID_PATTERN)],
+    principal: PrincipalDep,
+    app: AppDep,
+    hub: HubDep,
+    query: Annotated[ThreadQuery, Query()],
+) -> ThreadDetail:
+    """The thread's messages, its status and the approval it waits on."""
+    db = app.services.db
+    thread = await store.require_thread(db, principal.owner_id, thread_id)
+    pending = await store.pending_for_thread(db, principal.owner_id, thread_id)
+    latest = await store.latest_event(db, thread_id)
+    status = store.thread_status(pending=pending is not None, latest=latest)
+    if hub.running(thread_id):
+        status = "running"
+    return ThreadDetail(
+        thread_id=thread.thread_id,
+        status=status,
+        created_at=thread.created_at,
+        updated_at=thread.updated_at,
+        messages=await store.transcript(db, thread_id, query.limit),
+        pending_approval=pending,
+        latest_turn_id=latest["turn_id"] if latest else None,
+        latest_seq=latest["seq"] if latest else None,
+    )

@@ -1,0 +1,294 @@
+"""The HTTP API's wire models: request bodies, responses and the one error shape."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+
+from graph.events import EventType
+from policies.errors import ErrorCode
+
+__all__ = [
+    "APPROVAL_ID_PATTERN",
+    "THREAD_ID_PATTERN",
+    "ApiErrorCode",
+    "ApprovalOut",
+    "ApprovalsOut",
+    "ApproveBody",
+    "ChatRequest",
+    "DecisionRequest",
+    "EditBody",
+    "ErrorBody",
+    "EventOut",
+    "EventsQuery",
+    "HealthOut",
+    "MessageOut",
+    "RejectBody",
+    "SSE_MESSAGE_SCHEMA",
+    "ThreadDetail",
+    "ThreadQuery",
+    "ThreadStatus",
+    "ThreadSummary",
+    "ThreadsOut",
+    "ThreadsQuery",
+    "TurnResult",
+    "runner_decision",
+]
+
+THREAD_ID_PATTERN = r"^[A-Za-z0-9_.:@-]{1,128}$"
+"""Thread ids addressable over HTTP (no ``/``, so they fit in a path segment)."""
+APPROVAL_ID_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
+"""Approval ids (``apv_`` + hex)."""
+_MAX_MESSAGE = 8000
+_MAX_NOTE = 2000
+# NUL cannot be stored in PostgreSQL text and lone surrogates cannot be encoded as UTF-8.
+_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
+
+
+def _storable(text: str) -> str:
+    if _UNSTORABLE.search(text):
+        raise ValueError("text contains NUL or unpaired surrogate characters")
+    if not text.strip():
+        raise ValueError("text must not be blank")
+    return text
+
+
+Message = Annotated[str, StringConstraints(min_length=1, max_length=_MAX_MESSAGE), AfterValidator(_storable)]
+Note = Annotated[str, StringConstraints(min_length=1, max_length=_MAX_NOTE), AfterValidator(_storable)]
+ThreadId = Annotated[str, StringConstraints(pattern=THREAD_ID_PATTERN)]
+
+ApiErrorCode = ErrorCode | Literal["unauthenticated", "rate_limited"]
+"""Every ``code`` an error response can carry: the taxonomy plus the transport's own two."""
+ThreadStatus = Literal["idle", "running", "awaiting_approval"]
+"""``running``: a turn's events are still arriving; ``awaiting_approval``: one is pending."""
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ChatRequest(_Wire):
+    """``POST /v1/chat``: a user message, on a new thread or one of the caller's."""
+
+    thread_id: ThreadId | None = None
+    """An existing thread of the caller; omitted, a new thread is created (its id is in every event)."""
+    message: Message
+    """The user's message (1-8000 characters, not blank)."""
+
+
+class ApproveBody(_Wire):
+    """Run the action exactly as previewed."""
+
+    type: Literal["approve"]
+    """The decision."""
+
+
+class EditBody(_Wire):
+    """Run the same action with new arguments, checked like the model's were."""
+
+    type: Literal["edit"]
+    """The decision."""
+    args: dict[str, Any]
+    """The new arguments (positions such as ``"#3"`` resolve against the thread's latest list)."""
+
+
+class RejectBody(_Wire):
+    """Run nothing; the reply says so and quotes the reason."""
+
+    type: Literal["reject"]
+    """The decision."""
+    message: Note | None = None
+    """Why (optional)."""
+
+
+DecisionRequest = Annotated[ApproveBody | EditBody | RejectBody, Field(discriminator="type")]
+"""``POST /v1/approvals/{id}/decision``: what the reviewer decided, discriminated by ``type``."""
+
+
+def runner_decision(body: ApproveBody | EditBody | RejectBody, tool: str, action: str) -> dict[str, Any]:
+    """The runner's decision value (an edit names the same action: only its details change)."""
+    if isinstance(body, EditBody):
+        return {"type": "edit", "edited_action": {"name": f"{tool}__{action}", "args": body.args}}
+    if isinstance(body, RejectBody):
+        return {"type": "reject", "message": body.message}
+    return {"type": "approve"}
+
+
+class ThreadsQuery(_Wire):
+    """Query of ``GET /v1/threads`` (unknown parameters are refused)."""
+
+    limit: int = Field(default=50, ge=1, le=200)
+    """At most this many threads."""
+
+
+class ThreadQuery(_Wire):
+    """Query of ``GET /v1/threads/{id}`` (unknown parameters are refused)."""
+
+    limit: int = Field(default=100, ge=1, le=500)
+    """At most this many recent messages."""
+
+
+class EventsQuery(_Wire):
+    """Query of ``GET /v1/threads/{id}/events`` (unknown parameters are refused)."""
+
+    turn_id: str = Field(default="", pattern=r"^[A-Za-z0-9_-]{0,64}$")
+    """The turn to replay; empty means the thread's latest."""
+
+
+class ErrorBody(BaseModel):
+    """Every error response: a stable code to branch on and a message without secrets."""
+
+    code: ApiErrorCode
+    """The failure kind."""
+    message: str
+    """What went wrong (names, counts and kinds only)."""
+    violations: list[str] = Field(default_factory=list)
+    """For ``invalid_args``: where the request broke its schema."""
+
+
+class EventOut(BaseModel):
+    """One turn event (the SSE ``data`` of an event, as JSON)."""
+
+    type: EventType
+    """The event kind (also the SSE ``event`` field)."""
+    seq: int
+    """Strictly increasing within a turn, across its interrupt and resume (also the SSE ``id``)."""
+    turn_id: str
+    """The turn it belongs to."""
+    ts: str
+    """Server time, ISO 8601."""
+    data: dict[str, Any]
+    """Kind-specific payload (never tokens or secrets)."""
+    thread_id: str
+    """The thread."""
+
+
+SSE_MESSAGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "One Server-Sent Events message (`text/event-stream`).",
+    "required": ["data"],
+    "properties": {
+        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "The event's `seq`."},
+        "event": {"type": "string", "enum": sorted(get_args(EventType)), "description": "The event's `type`."},
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": EventOut.model_json_schema(),
+            "description": (
+                "The event as JSON (`EventOut`). A run that failed mid-stream ends with an `error` "
+                "event whose `data` has `fatal: true`."
+            ),
+        },
+        "retry": {"type": "integer"},
+    },
+}
+"""How each SSE message of a turn stream is documented (OpenAPI 3.1: ``schema`` describes one message)."""
+
+
+class ApprovalOut(BaseModel):
+    """A pending approval: what will run if approved."""
+
+    approval_id: str
+    """Its id (path parameter of the decision route)."""
+    thread_id: str
+    """Its thread."""
+    tool: str
+    """Tool name."""
+    action: str
+    """Action name."""
+    preview: str
+    """The server-rendered description of what will run."""
+    args: dict[str, Any]
+    """The exact arguments that will run (what an ``edit`` replaces)."""
+    expires_at: str
+    """ISO 8601 expiry; after it the approval resolves as rejected."""
+
+
+class ApprovalsOut(BaseModel):
+    """``GET /v1/approvals``."""
+
+    approvals: list[ApprovalOut]
+    """The caller's pending approvals, newest first."""
+
+
+class TurnResult(BaseModel):
+    """The outcome of one run, when the client asks for ``application/json`` instead of a stream."""
+
+    thread_id: str
+    """The thread."""
+    turn_id: str
+    """The turn."""
+    outcome: str | None
+    """What really happened (``read``, ``executed``, ``rejected``, ``proposed``...)."""
+    reply: str | None
+    """The reply, when the run completed the turn."""
+    approval: ApprovalOut | None
+    """The approval request, when the run stopped for one."""
+    events: list[EventOut]
+    """The run's events, in order."""
+
+
+class MessageOut(BaseModel):
+    """One message of a thread's transcript."""
+
+    role: Literal["user", "assistant"]
+    """Who said it."""
+    content: str
+    """The text."""
+    turn_id: str
+    """The turn it belongs to."""
+    created_at: datetime
+    """When it was recorded."""
+
+
+class ThreadSummary(BaseModel):
+    """A thread in the caller's list."""
+
+    thread_id: str
+    """The thread id."""
+    title: str
+    """The start of its first user message (empty before the first turn completes)."""
+    status: ThreadStatus
+    """Where the thread stands."""
+    created_at: datetime
+    """When it was created."""
+    updated_at: datetime
+    """When it last ran."""
+
+
+class ThreadsOut(BaseModel):
+    """``GET /v1/threads``."""
+
+    threads: list[ThreadSummary]
+    """The caller's threads, most recently active first."""
+
+
+class ThreadDetail(BaseModel):
+    """``GET /v1/threads/{id}``."""
+
+    thread_id: str
+    """The thread id."""
+    status: ThreadStatus
+    """Where the thread stands."""
+    created_at: datetime
+    """When it was created."""
+    updated_at: datetime
+    """When it last ran."""
+    messages: list[MessageOut]
+    """The most recent messages, oldest first."""
+    pending_approval: ApprovalOut | None
+    """The approval the thread waits on, if any."""
+    latest_turn_id: str | None
+    """The latest turn streamed over HTTP (for ``GET /v1/threads/{id}/events``)."""
+    latest_seq: int | None
+    """The last recorded event of that turn."""
+
+
+class HealthOut(BaseModel):
+    """``GET /healthz`` and ``GET /readyz``."""
+
+    status: Literal["ok", "ready"]
+    """``ok``: the process serves; ``ready``: and its database answers."""

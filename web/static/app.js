@@ -1,0 +1,400 @@
+// Tollgate's web page: chat with streamed turn events, a timeline, and approval chips.
+// No build step and no dependencies. Every server string is inserted with textContent.
+"use strict";
+
+const TOKEN_KEY = "tollgate.token";
+const THREAD_KEY = "tollgate.thread";
+const TERMINAL = new Set(["message_complete", "approval_required"]);
+const RECONNECTS = 3;
+
+const $ = (selector, root = document) => root.querySelector(selector);
+
+const state = {
+  token: localStorage.getItem(TOKEN_KEY) || "",
+  threadId: localStorage.getItem(THREAD_KEY) || null,
+  busy: false,
+};
+
+// ---- status line --------------------------------------------------------------------------
+
+function setStatus(text, kind = "") {
+  const el = $("#status");
+  el.textContent = text;
+  el.className = "status " + kind;
+}
+
+// ---- HTTP ---------------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, body) {
+    super((body && body.message) || `HTTP ${status}`);
+    this.status = status;
+    this.code = body && body.code;
+  }
+}
+
+async function api(path, { method = "GET", body, accept = "application/json", headers = {} } = {}) {
+  const init = { method, headers: { Accept: accept, ...headers } };
+  if (state.token) init.headers.Authorization = `Bearer ${state.token}`;
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, init);
+  if (!response.ok) {
+    let payload = null;
+    try { payload = await response.json(); } catch (_) { /* not JSON */ }
+    if (response.status === 401) setStatus("Paste a valid API token above.", "bad");
+    if (response.status === 429) setStatus(`Slow down: retry in ${response.headers.get("Retry-After")} s.`, "bad");
+    throw new ApiError(response.status, payload);
+  }
+  return response;
+}
+
+// Parse a text/event-stream body into {id, event, data} messages.
+async function* readSse(response) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    const blocks = buffer.split(/\r\n\r\n|\n\n|\r\r/);
+    buffer = blocks.pop();
+    for (const block of blocks) {
+      const message = { id: null, event: "message", data: "" };
+      const data = [];
+      for (const line of block.split(/\r\n|\n|\r/)) {
+        if (!line || line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+        if (field === "data") data.push(value);
+        else if (field === "event") message.event = value;
+        else if (field === "id") message.id = value;
+      }
+      if (data.length) {
+        message.data = data.join("\n");
+        yield message;
+      }
+    }
+  }
+}
+
+// Consume a run's stream; on a dropped connection, reconnect with Last-Event-ID.
+async function consumeRun(response, view) {
+  let last = null;
+  let attempts = 0;
+  for (;;) {
+    try {
+      for await (const message of readSse(response)) {
+        const event = JSON.parse(message.data);
+        last = event;
+        view.event(event);
+        if (TERMINAL.has(event.type)) return;
+        if (event.type === "error" && event.data.fatal) {  // the run failed mid-stream
+          view.fail(event.data.message);
+          return;
+        }
+      }
+      return;
+    } catch (err) {
+      if (!last || attempts >= RECONNECTS) throw err;
+      attempts += 1;
+      setStatus(`Connection lost; reconnecting (${attempts})…`, "warn");
+      await new Promise((resolve) => setTimeout(resolve, 1000 * attempts));
+      const query = new URLSearchParams({ turn_id: last.turn_id });
+      response = await api(`/v1/threads/${encodeURIComponent(last.thread_id)}/events?${query}`, {
+        accept: "text/event-stream",
+        headers: { "Last-Event-ID": String(last.seq) },
+      });
+    }
+  }
+}
+
+// ---- rendering ----------------------------------------------------------------------------
+
+function addMessage(role, text) {
+  const li = document.createElement("li");
+  li.className = `msg ${role}`;
+  const bubble = document.createElement("div");
+  bubble.className = "bubble";
+  bubble.textContent = text;
+  li.append(bubble);
+  $("#messages").append(li);
+  li.scrollIntoView({ block: "end" });
+  return li;
+}
+
+function describe(event) {
+  const d = event.data || {};
+  switch (event.type) {
+    case "planner_decision": return d.tool ? `${d.decision}: ${d.tool}.${d.action}` : `${d.decision}`;
+    case "tool_start": return `${d.tool}.${d.action}`;
+    case "tool_end": return `${d.tool}.${d.action} → ${d.status}${d.code ? ` (${d.code})` : ""}`;
+    case "tool_progress": return `${d.tool || ""} ${d.message || ""}`.trim();
+    case "approval_required": return d.preview;
+    case "approval_decided": return `${d.decision}${d.code ? ` (${d.code})` : ""}`;
+    case "message_complete": return `outcome: ${d.outcome}`;
+    case "error": return `${d.code}${d.reason ? `: ${d.reason}` : ""}`;
+    default: return "";
+  }
+}
+
+let timelineTurn = null;
+
+function addTimeline(event) {
+  if (event.turn_id !== timelineTurn) {  // a new turn (or the resume of one shown earlier)
+    timelineTurn = event.turn_id;
+    const head = document.createElement("li");
+    head.className = "turn-start";
+    head.textContent = event.type === "approval_decided" ? "Resumed turn" : "New turn";
+    $("#timeline").append(head);
+  }
+  const li = document.createElement("li");
+  li.className = `ev ev-${event.type}`;
+  const seq = document.createElement("span");
+  seq.className = "seq";
+  seq.textContent = `#${event.seq}`;
+  const type = document.createElement("span");
+  type.className = "type";
+  type.textContent = event.type;
+  const what = document.createElement("span");
+  what.className = "what";
+  what.textContent = describe(event);
+  li.append(seq, type, what);
+  $("#timeline").append(li);
+  li.scrollIntoView({ block: "nearest" });
+}
+
+// A view of one run: the assistant bubble it fills and the chips it raises.
+function runView() {
+  let bubble = null;  // the .bubble element of this run's reply
+  let streamed = "";
+  const ensureBubble = () => {
+    if (!bubble) bubble = $(".bubble", addMessage("assistant", "…"));
+    return bubble;
+  };
+  return {
+    event(event) {
+      addTimeline(event);
+      if (event.thread_id && event.thread_id !== state.threadId) selectThread(event.thread_id, false);
+      if (event.type === "token_delta") {
+        streamed += event.data.text || event.data.delta || "";
+        ensureBubble().textContent = streamed;
+      } else if (event.type === "tool_start") {
+        ensureBubble().textContent = `Running ${event.data.tool}.${event.data.action}…`;
+      } else if (event.type === "message_complete") {
+        ensureBubble().textContent = event.data.text;
+        bubble.classList.add("done");
+      } else if (event.type === "approval_required") {
+        if (bubble && !bubble.classList.contains("done")) { bubble.parentElement.remove(); bubble = null; }
+        const li = document.createElement("li");
+        li.className = "msg assistant";
+        li.append(renderChip({ ...event.data, thread_id: event.thread_id }));
+        $("#messages").append(li);
+        li.scrollIntoView({ block: "end" });
+      }
+    },
+    fail(message) {
+      ensureBubble().textContent = `Something went wrong: ${message}`;
+      bubble.classList.add("failed");
+    },
+  };
+}
+
+function renderChip(approval) {
+  const chip = $("#chip-template").content.firstElementChild.cloneNode(true);
+  chip.dataset.approvalId = approval.approval_id;
+  $(".chip-action", chip).textContent = `${approval.tool}.${approval.action}`;
+  $(".chip-preview", chip).textContent = approval.preview;
+  $(".chip-args", chip).textContent = JSON.stringify(approval.args, null, 2);
+  const editBox = $(".chip-edit", chip);
+  const rejectBox = $(".chip-reject", chip);
+  const buttons = chip.querySelectorAll("button");
+  const decide = async (decision) => {
+    buttons.forEach((b) => { b.disabled = true; });
+    $(".chip-state", chip).textContent = "Sending…";
+    try {
+      await runTurn(`/v1/approvals/${encodeURIComponent(approval.approval_id)}/decision`, decision);
+      $(".chip-state", chip).textContent = `Decided: ${decision.type}`;
+      chip.classList.add("decided");
+    } catch (err) {
+      $(".chip-state", chip).textContent = `Not sent: ${err.message}`;
+      if (err.status !== 409) buttons.forEach((b) => { b.disabled = false; });
+    }
+  };
+  $(".approve", chip).addEventListener("click", () => decide({ type: "approve" }));
+  $(".edit", chip).addEventListener("click", () => {
+    if (editBox.hidden) {
+      $(".edit-args", chip).value = JSON.stringify(approval.args, null, 2);
+      editBox.hidden = false;
+      $(".edit", chip).textContent = "Send edit";
+      return;
+    }
+    let args;
+    try { args = JSON.parse($(".edit-args", chip).value); } catch (_) {
+      $(".chip-state", chip).textContent = "The arguments must be JSON.";
+      return;
+    }
+    decide({ type: "edit", args });
+  });
+  $(".reject", chip).addEventListener("click", () => {
+    if (rejectBox.hidden) {
+      rejectBox.hidden = false;
+      $(".reject", chip).textContent = "Confirm reject";
+      return;
+    }
+    const reason = $(".reject-reason", chip).value.trim();
+    decide(reason ? { type: "reject", message: reason } : { type: "reject" });
+  });
+  return chip;
+}
+
+// ---- actions ------------------------------------------------------------------------------
+
+async function runTurn(path, body) {
+  state.busy = true;
+  $("#send").disabled = true;
+  setStatus("Working…", "warn");
+  try {
+    const response = await api(path, { method: "POST", body, accept: "text/event-stream" });
+    await consumeRun(response, runView());
+    setStatus("Ready", "ok");
+  } catch (err) {
+    setStatus(err.message, "bad");
+    throw err;
+  } finally {
+    state.busy = false;
+    $("#send").disabled = false;
+    refreshSide();
+  }
+}
+
+async function send(text) {
+  addMessage("user", text);
+  if (!state.threadId) $("#thread-title").textContent = text.slice(0, 80);
+  const body = state.threadId ? { thread_id: state.threadId, message: text } : { message: text };
+  try {
+    await runTurn("/v1/chat", body);
+  } catch (err) {
+    if (err.status === 404) {  // the stored thread is gone or not ours: start afresh
+      selectThread(null, false);
+    }
+  }
+}
+
+function selectThread(threadId, load = true) {
+  state.threadId = threadId;
+  if (threadId) localStorage.setItem(THREAD_KEY, threadId); else localStorage.removeItem(THREAD_KEY);
+  document.querySelectorAll("#thread-list li").forEach((li) => {
+    li.classList.toggle("active", li.dataset.threadId === threadId);
+  });
+  if (load) loadThread();
+}
+
+async function loadThread() {
+  $("#messages").replaceChildren();
+  $("#timeline").replaceChildren();
+  timelineTurn = null;
+  $("#thread-title").textContent = "New chat";
+  if (!state.threadId || !state.token) return;
+  try {
+    const thread = await (await api(`/v1/threads/${encodeURIComponent(state.threadId)}`)).json();
+    $("#thread-title").textContent = thread.messages.length ? thread.messages[0].content.slice(0, 80) : thread.thread_id;
+    for (const m of thread.messages) addMessage(m.role, m.content);
+    if (thread.pending_approval) {
+      const li = document.createElement("li");
+      li.className = "msg assistant";
+      li.append(renderChip(thread.pending_approval));
+      $("#messages").append(li);
+    }
+  } catch (err) {
+    if (err.status === 404) selectThread(null, false);
+  }
+}
+
+async function refreshSide() {
+  if (!state.token) return;
+  try {
+    const [threads, approvals] = await Promise.all([
+      api("/v1/threads?limit=30").then((r) => r.json()),
+      api("/v1/approvals").then((r) => r.json()),
+    ]);
+    const list = $("#thread-list");
+    list.replaceChildren();
+    for (const t of threads.threads) {
+      const li = document.createElement("li");
+      li.dataset.threadId = t.thread_id;
+      li.className = t.thread_id === state.threadId ? "active" : "";
+      const title = document.createElement("span");
+      title.textContent = t.title || t.thread_id;
+      const status = document.createElement("small");
+      status.textContent = t.status.replace("_", " ");
+      li.append(title, status);
+      li.addEventListener("click", () => selectThread(t.thread_id));
+      list.append(li);
+    }
+    const side = $("#approvals");
+    side.replaceChildren();
+    for (const a of approvals.approvals) {
+      const li = document.createElement("li");
+      const preview = document.createElement("span");
+      preview.textContent = a.preview;
+      const open = document.createElement("button");
+      open.type = "button";
+      open.textContent = "Open";
+      open.addEventListener("click", () => selectThread(a.thread_id));
+      li.append(preview, open);
+      side.append(li);
+    }
+    if (!approvals.approvals.length) {
+      const li = document.createElement("li");
+      li.className = "empty";
+      li.textContent = "None";
+      side.append(li);
+    }
+  } catch (_) { /* the status line already says why */ }
+}
+
+// ---- start-up -----------------------------------------------------------------------------
+
+function init() {
+  const url = new URL(window.location.href);
+  const fromUrl = url.searchParams.get("token");
+  if (fromUrl) {  // the demo link: keep the token, then drop it from the address bar and history
+    state.token = fromUrl;
+    localStorage.setItem(TOKEN_KEY, fromUrl);
+    url.searchParams.delete("token");
+    history.replaceState(null, "", url.pathname + url.search + url.hash);
+  }
+  $("#token").value = state.token;
+  $("#token-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    state.token = $("#token").value.trim();
+    localStorage.setItem(TOKEN_KEY, state.token);
+    setStatus(state.token ? "Token saved" : "No token", state.token ? "ok" : "bad");
+    loadThread();
+    refreshSide();
+  });
+  $("#new-thread").addEventListener("click", () => selectThread(null));
+  $("#composer").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = $("#message").value.trim();
+    if (!text || state.busy) return;
+    $("#message").value = "";
+    send(text);
+  });
+  $("#message").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) {
+      e.preventDefault();
+      $("#composer").requestSubmit();
+    }
+  });
+  setStatus(state.token ? "Ready" : "Paste your API token to start.", state.token ? "ok" : "bad");
+  loadThread();
+  refreshSide();
+}
+
+document.addEventListener("DOMContentLoaded", init);

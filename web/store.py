@@ -1,0 +1,221 @@
+"""The queries behind the HTTP routes: threads, transcripts, approvals and the turn event log.
+
+Every read is scoped by owner. A thread or approval of another owner is reported exactly like
+a missing one (:class:`~policies.errors.NotFound`), so its existence never leaks.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from psycopg.types.json import Jsonb
+
+from graph.db import Database
+from graph.events import TurnEvent
+from policies.errors import NotFound
+from web.schemas import ApprovalOut, MessageOut, ThreadStatus, ThreadSummary
+
+__all__ = [
+    "TERMINAL",
+    "ApprovalRef",
+    "ThreadRow",
+    "create_thread",
+    "ends_run",
+    "events_after",
+    "latest_event",
+    "list_threads",
+    "pending_for_thread",
+    "record_event",
+    "require_approval",
+    "require_thread",
+    "thread_status",
+    "transcript",
+]
+
+TERMINAL: Final = frozenset({"message_complete", "approval_required"})
+"""Event types that end a run that completed."""
+
+
+def ends_run(event: TurnEvent) -> bool:
+    """Whether ``event`` is the last of its run: a terminal event, or the fatal error of a failed run."""
+    return event["type"] in TERMINAL or (event["type"] == "error" and event["data"].get("fatal") is True)
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadRow:
+    """A thread the caller owns."""
+
+    thread_id: str
+    """The thread id."""
+    created_at: datetime
+    """When it was created."""
+    updated_at: datetime
+    """When it last ran."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRef:
+    """An approval the caller owns."""
+
+    approval_id: str
+    """Its id."""
+    thread_id: str
+    """Its thread."""
+    tool: str
+    """Tool name."""
+    action: str
+    """Action name."""
+
+
+async def create_thread(db: Database, owner_id: str) -> str:
+    """A new thread for ``owner_id``, with an unguessable server-chosen id.
+
+    A random UUID (122 random bits), because ``langgraph dev`` addresses threads by UUID: a thread
+    started over HTTP can then be opened in Studio.
+    """
+    thread_id = str(uuid.uuid4())
+    async with db.pool.connection() as conn:
+        await conn.execute("INSERT INTO threads (thread_id, owner_id) VALUES (%s, %s)", (thread_id, owner_id))
+    return thread_id
+
+
+async def require_thread(db: Database, owner_id: str, thread_id: str) -> ThreadRow:
+    """The caller's thread, or :class:`NotFound` (missing and foreign look the same)."""
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT thread_id, created_at, updated_at FROM threads WHERE thread_id = %s AND owner_id = %s",
+            (thread_id, owner_id),
+        )
+        row = await cur.fetchone()
+    if row is None:
+        raise NotFound("thread", thread_id)
+    return ThreadRow(thread_id=row["thread_id"], created_at=row["created_at"], updated_at=row["updated_at"])
+
+
+async def require_approval(db: Database, owner_id: str, approval_id: str) -> ApprovalRef:
+    """The caller's approval (any status), or :class:`NotFound`."""
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT approval_id, thread_id, tool, action FROM approvals WHERE approval_id = %s AND owner_id = %s",
+            (approval_id, owner_id),
+        )
+        row = await cur.fetchone()
+    if row is None:
+        raise NotFound("approval", approval_id)
+    return ApprovalRef(
+        approval_id=row["approval_id"], thread_id=row["thread_id"], tool=row["tool"], action=row["action"]
+    )
+
+
+def _approval(row: dict[str, Any]) -> ApprovalOut:
+    return ApprovalOut(
+        approval_id=row["approval_id"], thread_id=row["thread_id"], tool=row["tool"], action=row["action"],
+        preview=row["preview"], args=row["request"]["action_requests"][0]["args"],
+        expires_at=row["expires_at"].isoformat(),
+    )
+
+
+async def pending_for_thread(db: Database, owner_id: str, thread_id: str) -> ApprovalOut | None:
+    """The approval the thread waits on, if any."""
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            """SELECT approval_id, thread_id, tool, action, preview, request, expires_at FROM approvals
+               WHERE thread_id = %s AND owner_id = %s AND status = 'pending'
+               ORDER BY created_at DESC LIMIT 1""",
+            (thread_id, owner_id),
+        )
+        row = await cur.fetchone()
+    return _approval(row) if row else None
+
+
+def thread_status(*, pending: bool, latest: TurnEvent | None) -> ThreadStatus:
+    """Where a thread stands, from its pending approval and its latest recorded event."""
+    if latest is not None and not ends_run(latest):
+        return "running"
+    return "awaiting_approval" if pending else "idle"
+
+
+async def list_threads(db: Database, owner_id: str, limit: int) -> list[ThreadSummary]:
+    """The caller's threads, most recently active first."""
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            """SELECT t.thread_id, t.created_at, t.updated_at,
+                      coalesce((SELECT left(content, 80) FROM transcript
+                                WHERE thread_id = t.thread_id AND role = 'user' ORDER BY id LIMIT 1), '') AS title,
+                      EXISTS (SELECT 1 FROM approvals
+                              WHERE thread_id = t.thread_id AND status = 'pending') AS pending,
+                      (SELECT event FROM turn_events WHERE thread_id = t.thread_id ORDER BY id DESC LIMIT 1) AS latest
+               FROM threads t WHERE t.owner_id = %s
+               ORDER BY t.updated_at DESC, t.thread_id LIMIT %s""",
+            (owner_id, limit),
+        )
+        rows = await cur.fetchall()
+    return [
+        ThreadSummary(
+            thread_id=r["thread_id"], title=r["title"], created_at=r["created_at"], updated_at=r["updated_at"],
+            status=thread_status(pending=bool(r["pending"]), latest=r["latest"]),
+        )
+        for r in rows
+    ]
+
+
+async def transcript(db: Database, thread_id: str, limit: int) -> list[MessageOut]:
+    """The thread's last ``limit`` messages, oldest first (call after :func:`require_thread`)."""
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            """SELECT role, content, turn_id, created_at FROM (
+                   SELECT id, role, content, turn_id, created_at FROM transcript
+                   WHERE thread_id = %s ORDER BY id DESC LIMIT %s) recent
+               ORDER BY id""",
+            (thread_id, limit),
+        )
+        rows = await cur.fetchall()
+    return [
+        MessageOut(role=r["role"], content=r["content"], turn_id=r["turn_id"], created_at=r["created_at"]) for r in rows
+    ]
+
+
+async def record_event(db: Database, owner_id: str, event: TurnEvent) -> None:
+    """Append one streamed event to the log (a re-run of the same seq replaces the stale one)."""
+    async with db.pool.connection() as conn:
+        await conn.execute(
+            """INSERT INTO turn_events (thread_id, turn_id, seq, owner_id, type, event)
+               VALUES (%s, %s, %s, %s, %s, %s)
+               ON CONFLICT (thread_id, turn_id, seq) DO UPDATE
+               SET type = EXCLUDED.type, event = EXCLUDED.event, created_at = now()""",
+            (
+                event.get("thread_id", ""), event["turn_id"], event["seq"], owner_id, event["type"],
+                Jsonb(event, dumps=lambda obj: json.dumps(obj, default=str)),
+            ),
+        )
+
+
+async def events_after(db: Database, thread_id: str, turn_id: str, after_seq: int) -> list[TurnEvent]:
+    """The recorded events of a turn with ``seq > after_seq``, in order."""
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT event FROM turn_events WHERE thread_id = %s AND turn_id = %s AND seq > %s ORDER BY seq",
+            (thread_id, turn_id, after_seq),
+        )
+        rows = await cur.fetchall()
+    return [row["event"] for row in rows]
+
+
+async def latest_event(db: Database, thread_id: str, turn_id: str | None = None) -> TurnEvent | None:
+    """The last recorded event of a turn (or of the thread's latest turn)."""
+    async with db.pool.connection() as conn:
+        if turn_id is None:
+            cur = await conn.execute(
+                "SELECT event FROM turn_events WHERE thread_id = %s ORDER BY id DESC LIMIT 1", (thread_id,)
+            )
+        else:
+            cur = await conn.execute(
+                "SELECT event FROM turn_events WHERE thread_id = %s AND turn_id = %s ORDER BY seq DESC LIMIT 1",
+                (thread_id, turn_id),
+            )
+        row = await cur.fetchone()
+    return row["event"] if row else None
