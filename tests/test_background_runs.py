@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 
 from graph.app import App, open_app
-from graph.background.api import cancel_run, create_run, decide_background, get_run, list_runs
+from graph.background.api import (
+    cancel_run,
+    create_run,
+    decide_background,
+    get_run,
+    list_runs,
+    pause_run,
+    unpause_run,
+)
 from graph.background.delivery import deliver
 from graph.background.executor import WorkerHooks
 from graph.background.store import BackgroundRun
@@ -24,14 +32,21 @@ from tests.background_harness import count, ledger_kinds, run_row, wait_until
 from tests.server_harness import Api
 
 _cancel_on_first_decision: dict[str, Context] = {}
+_pause_on_first_decision: dict[str, Context] = {}
 
 
 async def _hook(run: BackgroundRun, event: TurnEvent) -> None:
-    """Cancel marked runs at their first planner decision (the owner pressing cancel mid-run)."""
+    """Cancel or pause marked runs at their first planner decision (the owner pressing a button mid-run)."""
+    if event["type"] != "planner_decision":
+        return
     ctx = _cancel_on_first_decision.pop(run.instruction, None)
-    if ctx is not None and event["type"] == "planner_decision":
+    if ctx is not None:
         assert _app is not None
         await cancel_run(_app, ctx, run.run_id)
+    ctx = _pause_on_first_decision.pop(run.instruction, None)
+    if ctx is not None:
+        assert _app is not None
+        await pause_run(_app, ctx, run.run_id)
 
 
 _app: App | None = None
@@ -179,6 +194,40 @@ async def test_cancel_stops_a_running_run_at_the_next_step_boundary(
     assert kinds[-3:] == ["cancel_requested", "turn:planner_decision", "cancelled"]
     assert "turn:approval_required" not in kinds  # it stopped before the next step
     assert await bg_app.runner.pending_approvals(ctx) == []
+
+
+async def test_pause_stops_a_running_run_at_the_next_step_and_resume_finishes_it_once(
+    bg_app: App, worker: WorkerHandle, db: Database, owner: str
+) -> None:
+    ctx = _ctx(owner)
+    instruction = f"what's on my calendar today? ({owner})"
+    _pause_on_first_decision[instruction] = ctx
+    run = await create_run(bg_app, ctx, instruction)
+    row = await _final(db, run.run_id, "paused", "succeeded", "failed", "cancelled")
+    assert row["status"] == "paused" and row["pause_requested"] is False
+    kinds = await ledger_kinds(db, run.run_id)
+    assert kinds[-3:] == ["pause_requested", "turn:planner_decision", "paused"]
+    assert "turn:tool_start" not in kinds  # it stopped before the next step
+    assert (await pause_run(bg_app, ctx, run.run_id)).status == "paused"  # pausing again changes nothing
+    resumed = await unpause_run(bg_app, ctx, run.run_id)
+    assert resumed.status in ("queued", "running", "succeeded")
+    row = await _final(db, run.run_id, "succeeded", "failed", "cancelled")
+    assert row["status"] == "succeeded"
+    assert (await ledger_kinds(db, run.run_id)).count("delivered") == 1
+
+
+async def test_a_paused_run_can_be_cancelled_and_others_do_not_pause(
+    bg_app: App, worker: WorkerHandle, db: Database, owner: str
+) -> None:
+    ctx = _ctx(owner)
+    instruction = f"what's on my calendar tomorrow? ({owner})"
+    _pause_on_first_decision[instruction] = ctx
+    run = await create_run(bg_app, ctx, instruction)
+    await _final(db, run.run_id, "paused", "succeeded", "failed")
+    assert (await cancel_run(bg_app, ctx, run.run_id)).status == "cancelled"
+    assert (await unpause_run(bg_app, ctx, run.run_id)).status == "cancelled"  # final runs stay as they are
+    with pytest.raises(NotFound):
+        await pause_run(bg_app, _ctx(owner + "x"), run.run_id)
 
 
 async def test_cancel_of_a_waiting_run_clears_its_approval(

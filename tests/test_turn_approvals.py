@@ -198,3 +198,19 @@ async def test_creating_an_event_round_trips_its_time_through_the_approval(
     assert len(rows) == 1
     assert rows[0]["starts_at"].isoformat() == "2026-12-01T12:00:00+00:00"
     assert (rows[0]["ends_at"] - rows[0]["starts_at"]).total_seconds() == 3600
+
+
+async def test_a_daily_reminder_is_stored_with_its_recurrence_and_local_zone(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database
+) -> None:
+    model.push(call("reminders__create", {"text": "take vitamins", "due_at": "2026-12-01T08:00:00+01:00", "repeat": "daily"}))
+    out = await turns.send(ctx, ctx.owner_id + "/daily", "remind me every day at 8am to take vitamins")
+    assert out.approval is not None and "every day" in out.approval.preview
+    done = await turns.decide(ctx, out.approval.approval_id, {"type": "approve"})
+    assert done.outcome == "executed"
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT recurrence, recurrence_tz FROM reminders WHERE owner_id = %s AND text = 'take vitamins'", (ctx.owner_id,)
+        )
+        row = await cur.fetchone()
+    assert row == {"recurrence": "daily", "recurrence_tz": "Europe/Paris"}

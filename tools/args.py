@@ -163,6 +163,7 @@ class ReminderCreateArgs(ArgsModel):
 
     text: SafeText(300) = Field(description="What to be reminded of.")
     due_at: AwareDatetime = Field(description="When, ISO 8601 with UTC offset, in the owner's timezone.")
+    repeat: Literal["none", "daily"] = Field(default="none", description="'daily' repeats it every day at the same local time.")
 
 
 class ReminderCancelArgs(ArgsModel):

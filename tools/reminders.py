@@ -78,6 +78,8 @@ async def list_reminders(ctx: ExecContext, args: ReminderListArgs) -> ActionResu
 async def preview_create_reminder(ctx: ExecContext, args: ReminderCreateArgs) -> str:
     """``Set a reminder “Call the bank” for Mon 30 Nov, 17:00``."""
     text = f"Set a reminder {quoted(args.text)} for {fmt_when(args.due_at, ctx.timezone)}"
+    if args.repeat == "daily":
+        text += ", repeating every day at that time"
     return text + (" (that time has already passed, so it would go off at once)" if args.due_at <= ctx.now else "")
 
 
@@ -85,12 +87,14 @@ async def create_reminder(ctx: ExecContext, args: ReminderCreateArgs) -> ActionR
     """Insert a scheduled reminder."""
     row = await fetch_one(
         ctx,
-        f"INSERT INTO reminders (id, owner_id, text, due_at, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s)"
-        f" RETURNING {_COLUMNS}",
-        (new_id("rem"), ctx.owner_id, args.text, args.due_at, ctx.now, ctx.now),
+        "INSERT INTO reminders (id, owner_id, text, due_at, created_at, updated_at, recurrence, recurrence_tz)"
+        f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}",
+        (new_id("rem"), ctx.owner_id, args.text, args.due_at, ctx.now, ctx.now,
+         "daily" if args.repeat == "daily" else None, ctx.timezone),
     )
     assert row is not None  # INSERT ... RETURNING always yields the row
-    summary = f"Set a reminder {quoted(row['text'])} for {fmt_when(row['due_at'], ctx.timezone)}."
+    every = ", every day" if args.repeat == "daily" else ""
+    summary = f"Set a reminder {quoted(row['text'])} for {fmt_when(row['due_at'], ctx.timezone)}{every}."
     return write_result(_TOOL, "create", row, 1, summary)
 
 

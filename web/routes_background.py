@@ -65,6 +65,7 @@ class RunOut(BaseModel):
     trigger_id: str | None
     approval_id: str | None = Field(description="The approval it waits on, when `awaiting_approval`.")
     cancel_requested: bool
+    pause_requested: bool
     attempts: int
     reply: str | None
     outcome: str | None
@@ -135,5 +136,17 @@ async def get_run(run_id: RunId, principal: PrincipalDep, app: AppDep) -> RunDet
 
 @router.post("/{run_id}/cancel", summary="Cancel a background run", responses=documented(401, 404, 429, 503))
 async def cancel(run_id: RunId, principal: PrincipalDep, app: AppDep) -> RunOut:
-    """Queued or waiting runs stop at once; a running one at its next step (``cancel_requested``)."""
+    """Queued, paused or waiting runs stop at once; a running one at its next step (``cancel_requested``)."""
     return RunOut.of(await api.cancel_run(app, principal.context, run_id))
+
+
+@router.post("/{run_id}/pause", summary="Pause a background run", responses=documented(401, 404, 429, 503))
+async def pause(run_id: RunId, principal: PrincipalDep, app: AppDep) -> RunOut:
+    """A queued run pauses at once; a running one at its next step (``pause_requested``). Others stay as they are."""
+    return RunOut.of(await api.pause_run(app, principal.context, run_id))
+
+
+@router.post("/{run_id}/resume", summary="Resume a paused background run", responses=documented(401, 404, 429, 503))
+async def resume(run_id: RunId, principal: PrincipalDep, app: AppDep) -> RunOut:
+    """A paused run is queued again (its turn starts over); others stay as they are."""
+    return RunOut.of(await api.unpause_run(app, principal.context, run_id))

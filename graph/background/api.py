@@ -31,7 +31,9 @@ from policies.errors import ApprovalInvalid, InvalidArgs, NotFound
 from policies.hitl import Decision
 from tools._render import clip
 
-__all__ = ["cancel_run", "create_run", "decide_background", "get_run", "list_runs", "queue_run"]
+__all__ = [
+    "cancel_run", "create_run", "decide_background", "get_run", "list_runs", "pause_run", "queue_run", "unpause_run",
+]
 
 _MAX_INSTRUCTION: Final = 8000
 # NUL cannot be stored in PostgreSQL text and lone surrogates cannot be encoded as UTF-8.
@@ -101,12 +103,12 @@ async def get_run(app: App, ctx: Context, run_id: str) -> dict[str, Any]:
 
 
 async def cancel_run(app: App, ctx: Context, run_id: str) -> BackgroundRun:
-    """Cancel a run: queued or waiting ones at once, a running one at its next step boundary; final ones stay as they are."""
+    """Cancel a run: queued, paused or waiting ones at once, a running one at its next step boundary; final ones stay as they are."""
     async with app.services.db.pool.connection() as conn, conn.transaction():
         run = await load_run(conn, run_id, ctx.owner_id)
         if run is None:
             raise NotFound("background_run", run_id)
-        done = await transition(conn, run_id, from_=("queued", "awaiting_approval"), to="cancelled")
+        done = await transition(conn, run_id, from_=("queued", "paused", "awaiting_approval"), to="cancelled")
         if done is not None:
             await conn.execute(
                 """UPDATE approvals SET status = 'superseded', decided_at = now()
@@ -120,6 +122,42 @@ async def cancel_run(app: App, ctx: Context, run_id: str) -> BackgroundRun:
             await add_event(conn, run_id, "cancel_requested", data={"by": "owner"})
             return flagged
         return run
+
+
+async def pause_run(app: App, ctx: Context, run_id: str) -> BackgroundRun:
+    """Pause a run: a queued one at once, a running one at its next step boundary.
+
+    A run waiting on an approval is already paused in effect; final runs stay as they are.
+    """
+    async with app.services.db.pool.connection() as conn, conn.transaction():
+        run = await load_run(conn, run_id, ctx.owner_id)
+        if run is None:
+            raise NotFound("background_run", run_id)
+        done = await transition(conn, run_id, from_=("queued",), to="paused")
+        if done is not None:
+            await add_event(conn, run_id, "paused", data={"by": "owner"})
+            return done
+        flagged = await transition(conn, run_id, from_=("running",), to="running", pause_requested=True)
+        if flagged is not None:
+            await add_event(conn, run_id, "pause_requested", data={"by": "owner"})
+            return flagged
+        return run
+
+
+async def unpause_run(app: App, ctx: Context, run_id: str) -> BackgroundRun:
+    """Queue a paused run again (a pause still pending on a running run is withdrawn)."""
+    await ensure_queue_schema(app.services.db)
+    async with app.services.db.pool.connection() as conn, conn.transaction():
+        run = await load_run(conn, run_id, ctx.owner_id)
+        if run is None:
+            raise NotFound("background_run", run_id)
+        moved = await transition(conn, run_id, from_=("paused",), to="queued")
+        if moved is not None:
+            await add_event(conn, run_id, "resumed_by_owner", data={"by": "owner"})
+            await defer_run_job(conn, RUN_START, run_id=run_id, owner_id=ctx.owner_id)
+            return moved
+        withdrawn = await transition(conn, run_id, from_=("running",), to="running", pause_requested=False)
+        return withdrawn or run
 
 
 async def decide_background(app: App, ctx: Context, approval_id: str, decision: dict[str, Any]) -> str:

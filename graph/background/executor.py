@@ -60,20 +60,33 @@ class _Drive:
     outcome: str | None = None
     approval_id: str | None = None
     cancelled: bool = False
+    paused: bool = False
 
 
 def _ctx(run: BackgroundRun) -> Context:
     return Context(owner_id=run.owner_id, timezone=run.timezone, channel="background")
 
 
-async def _cancel_requested(rt: Runtime, run_id: str) -> bool:
+async def _stop_requested(rt: Runtime, run_id: str) -> tuple[bool, bool]:
+    """(cancel requested, pause requested) for the run, read between steps."""
     async with rt.app.services.db.pool.connection() as conn:
-        cur = await conn.execute("SELECT cancel_requested FROM background_runs WHERE run_id = %s", (run_id,))
+        cur = await conn.execute(
+            "SELECT cancel_requested, pause_requested FROM background_runs WHERE run_id = %s", (run_id,)
+        )
         row = await cur.fetchone()
-    return bool(row and row["cancel_requested"])
+    return (bool(row and row["cancel_requested"]), bool(row and row["pause_requested"]))
 
 
-async def _drive(rt: Runtime, run: BackgroundRun, events: AsyncIterator[TurnEvent], attempt: int) -> _Drive:
+async def _drive(
+    rt: Runtime, run: BackgroundRun, events: AsyncIterator[TurnEvent], attempt: int, *, pausable: bool = True
+) -> _Drive:
+    """Follow a turn's events into the run's ledger, stopping at a step boundary on cancel or pause.
+
+    A paused turn is abandoned before its next step; with ``durability="exit"`` nothing of it was
+    checkpointed, so resuming runs the instruction again: its reads repeat, and a write would
+    stop at an approval as before. A turn that continues an approval is not pausable: its
+    decision has been taken and must run to the end.
+    """
     out = _Drive()
     try:
         async for event in events:
@@ -91,9 +104,11 @@ async def _drive(rt: Runtime, run: BackgroundRun, events: AsyncIterator[TurnEven
                 out.outcome = str(event["data"].get("outcome", ""))
             elif event["type"] == "approval_required":
                 out.approval_id = str(event["data"]["approval_id"])
-            elif event["type"] in _STEP_BOUNDARIES and await _cancel_requested(rt, run.run_id):
-                out.cancelled = True
-                break
+            elif event["type"] in _STEP_BOUNDARIES:
+                cancel, pause = await _stop_requested(rt, run.run_id)
+                if cancel or (pause and pausable):
+                    out.cancelled, out.paused = cancel, not cancel
+                    break
     finally:
         # Abandoning the turn early must release the runner's thread lock now, not at GC.
         close = getattr(events, "aclose", None)
@@ -119,6 +134,11 @@ async def _finish(rt: Runtime, run: BackgroundRun, result: _Drive, attempt: int,
             if done is not None:
                 await _clear_approvals(conn, run)
                 await add_event(conn, run.run_id, "cancelled", attempt=attempt, data={"at": "step boundary"})
+            return
+        if result.paused:
+            done = await transition(conn, run.run_id, from_=("running",), to="paused", pause_requested=False)
+            if done is not None:
+                await add_event(conn, run.run_id, "paused", attempt=attempt, data={"at": "step boundary"})
             return
         if result.approval_id is not None:
             waiting = await transition(
@@ -245,7 +265,8 @@ async def resume_run(rt: Runtime, run_id: str, approval_id: str, decision: dict[
         pending, values = await _checkpoint(rt, run)
         if pending == approval_id:
             events = rt.app.runner.stream_decision(_ctx(run), approval_id, decision)
-            await _finish(rt, run, await _drive(rt, run, events, run.attempts), run.attempts, str(decision.get("type")))
+            result = await _drive(rt, run, events, run.attempts, pausable=False)
+            await _finish(rt, run, result, run.attempts, str(decision.get("type")))
             return
         finished = _finished(values) if pending is None else None
         if finished is None:

@@ -35,18 +35,18 @@ __all__ = [
     "transition",
 ]
 
-RunStatus = Literal["queued", "running", "awaiting_approval", "succeeded", "failed", "cancelled"]
+RunStatus = Literal["queued", "running", "paused", "awaiting_approval", "succeeded", "failed", "cancelled"]
 """Where a run is in its life."""
 RunSource = Literal["api", "offer", "trigger"]
 """What started a run."""
 RUN_STATUSES: Final[tuple[RunStatus, ...]] = (
-    "queued", "running", "awaiting_approval", "succeeded", "failed", "cancelled",
+    "queued", "running", "paused", "awaiting_approval", "succeeded", "failed", "cancelled",
 )
 """Every status, in life order."""
 
 _COLUMNS: Final = (
     "run_id, owner_id, status, source, title, instruction, timezone, origin_thread_id, trigger_id,"
-    " approval_id, cancel_requested, attempts, reply, outcome, error_code, error, created_at, started_at,"
+    " approval_id, cancel_requested, pause_requested, attempts, reply, outcome, error_code, error, created_at, started_at,"
     " finished_at, updated_at"
 )
 
@@ -77,6 +77,8 @@ class BackgroundRun:
     """The approval it waits on (``awaiting_approval``) or last waited on."""
     cancel_requested: bool
     """Whether the owner asked to cancel it while it ran."""
+    pause_requested: bool
+    """Whether the owner asked to pause it while it ran (cleared once paused)."""
     attempts: int
     """How many times a worker started it (crashes included)."""
     reply: str | None
@@ -206,7 +208,7 @@ async def transition(
     **fields: Any,
 ) -> BackgroundRun | None:
     """Move the run from one of ``from_`` to ``to`` setting ``fields``; ``None`` if it was not in ``from_``."""
-    allowed = {"approval_id", "cancel_requested", "reply", "outcome", "error_code", "error"}
+    allowed = {"approval_id", "cancel_requested", "pause_requested", "reply", "outcome", "error_code", "error"}
     unknown = set(fields) - allowed - {"attempts_plus"}
     if unknown:
         raise ValueError(f"transition cannot set {sorted(unknown)!r}")

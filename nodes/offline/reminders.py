@@ -39,11 +39,17 @@ def list_reminders(turn: Turn, text: str | None = None) -> Plan:
     return Call(("reminders", "list"), args)
 
 
+_DAILY: Final = re.compile(r"\b(?:every\s*day|each\s+day|daily|every\s+morning|every\s+evening|every\s+night)\b", re.I)
+
+
 def create_reminder(turn: Turn) -> Plan:
-    """``reminders.create``: what and when; a day with no time fires at 09:00."""
+    """``reminders.create``: what and when; a day with no time fires at 09:00; "every day" repeats daily."""
     if turn.now is None or turn.tz is None:
         return clarify("When should I remind you? I don't know your current date and time.")
     text = turn.text
+    daily = _DAILY.search(text)
+    if daily is not None:
+        text = (text[: daily.start()] + " " + text[daily.end() :]).strip()
     when = find_when(text, turn.now, turn.tz)
     rest = cut(text, when.spans) if when is not None else text
     rest = re.sub(r"\s+", " ", rest).strip(" ,")
@@ -55,7 +61,7 @@ def create_reminder(turn: Turn) -> Plan:
     if not what:
         return clarify("What should I remind you about?")
     if REPEATING.search(text):
-        return clarify("I can't set repeating reminders yet. Shall I set just the next one? Tell me when.")
+        return clarify("I can only repeat reminders every day. Shall I set just the next one? Tell me when.")
     if when is None:
         if re.search(r"\d|^(?:the|at|on|in|by)\b", what, re.I):
             return clarify("When should I remind you? For example “tomorrow at 9am”.")
@@ -65,7 +71,10 @@ def create_reminder(turn: Turn) -> Plan:
         if when.at is None:
             return clarify(f"What time on {day_name(when.day)}?")
         return clarify("That time has already passed. When should I remind you?")
-    return Call(("reminders", "create"), {"text": what[:300], "due_at": due.isoformat()})
+    args: dict[str, Any] = {"text": what[:300], "due_at": due.isoformat()}
+    if daily is not None:
+        args["repeat"] = "daily"
+    return Call(("reminders", "create"), args)
 
 
 _CANCEL_WORDS: Final = re.compile(
