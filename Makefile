@@ -55,11 +55,11 @@ eval: setup
 	$(PY) -m evals.routing
 	$(PY) -m evals.safety
 
-## Benchmarks: Tollgate vs a bare LangChain agent, as ratios in one run (a few minutes).
-bench: setup
+## Benchmarks: Tollgate vs a bare LangChain agent and `langgraph dev`, as ratios in one run (about 2 minutes).
+bench: setup setup-studio
 	$(PY) -m bench
 
-## The benchmarks with tiny counts (seconds), so they cannot rot; part of `make test`.
+## The benchmarks with tiny counts (about 25 s; `langgraph dev` skipped), so they cannot rot; part of `make test`.
 bench-smoke: setup
 	$(PY) -m bench --smoke
 

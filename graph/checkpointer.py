@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+)
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from psycopg import AsyncConnection, AsyncCursor
+from psycopg.pq import TransactionStatus
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import AsyncConnectionPool
 
-from graph.checkpoint_guard import AuditedPostgresSaver, StrictSerializer, assert_strict
+from graph import turn_db
+from graph.checkpoint_guard import AuditedPostgresSaver, CheckpointRefused, StrictSerializer, assert_strict
 from graph.db import Database
 
-__all__ = ["open_checkpointer", "strict_serializer"]
+__all__ = ["TurnSaver", "open_checkpointer", "strict_serializer"]
 
 
 def strict_serializer() -> JsonPlusSerializer:
@@ -21,6 +38,98 @@ def strict_serializer() -> JsonPlusSerializer:
     return serde
 
 
+class TurnSaver(AuditedPostgresSaver):
+    """The audited saver, sharing a turn's connection and reading its checkpoint ahead.
+
+    Inside a turn (:mod:`graph.turn_db`) every operation runs on the turn's connection;
+    elsewhere each takes a connection from the pool. Either way there is no saver-wide lock:
+    LangGraph's guards a single shared connection, which a pool does not need, and under load
+    it made every turn of the process wait for every other turn's checkpoint reads and writes.
+    """
+
+    @asynccontextmanager
+    async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[AsyncCursor[DictRow]]:
+        if self.pipe is not None or not isinstance(self.conn, AsyncConnectionPool):
+            async with super()._cursor(pipeline=pipeline) as cur:
+                yield cur
+            return
+        turn = turn_db.current(self.conn)
+        if turn is not None:
+            async with turn.lock:
+                async with self._cursor_on(turn.conn, pipeline, turn) as cur:
+                    yield cur
+            return
+        async with self.conn.connection() as conn, self._cursor_on(conn, pipeline) as cur:
+            yield cur
+
+    @asynccontextmanager
+    async def _cursor_on(
+        self, conn: AsyncConnection[Any], pipeline: bool, turn: turn_db.TurnDb | None = None
+    ) -> AsyncIterator[AsyncCursor[DictRow]]:
+        if pipeline:
+            release = turn is not None and turn.release_early and not turn.released
+            try:
+                async with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
+                    # The turn's deferred bookkeeping goes first, in the same transaction (the
+                    # pipeline's one Sync ends it): it commits with this write or not at all.
+                    if release:
+                        await cur.execute("BEGIN")
+                    for sql, params in turn.take_deferred() if turn is not None else []:
+                        await cur.execute(sql, params)
+                    yield cur
+                    if release and turn is not None:
+                        # The lock goes only after the commit: the next turn must read this checkpoint.
+                        await cur.execute("COMMIT")
+                        await cur.execute("SELECT pg_advisory_unlock(%s)", (turn.lock_key,))
+            except BaseException:
+                if release and not conn.broken and conn.info.transaction_status != TransactionStatus.IDLE:
+                    await conn.rollback()
+                raise
+            if release and turn is not None:
+                turn.released = True  # only once the pipeline synced without an error
+        else:
+            async with conn.cursor(binary=True, row_factory=dict_row) as cur:
+                yield cur
+
+    def latest_query(self, thread_id: str) -> tuple[str, tuple[str, str]]:
+        """The statement :meth:`aget_tuple` runs for the latest checkpoint of ``thread_id`` (for priming)."""
+        where = "WHERE thread_id = %s AND checkpoint_ns = %s ORDER BY checkpoint_id DESC LIMIT 1"
+        return self.SELECT_SQL + where, (thread_id, "")
+
+    async def load_latest(self, row: dict[str, Any] | None) -> tuple[bool, CheckpointTuple | None]:
+        """Load a row of :meth:`latest_query`: (whether it could be loaded here, the tuple).
+
+        A checkpoint in a pre-v4 format needs another query to migrate; it is left to :meth:`aget_tuple`.
+        """
+        if row is None:
+            return True, None
+        if row["checkpoint"]["v"] < 4 and row["parent_checkpoint_id"]:
+            return False, None
+        try:
+            return True, await self._load_checkpoint_tuple(row)
+        except CheckpointRefused as exc:
+            await self._audit({"configurable": {"thread_id": row["thread_id"]}}, exc)  # as aget_tuple would
+            raise
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        configurable = config.get("configurable") or {}
+        turn = turn_db.current(self.conn)
+        if turn is not None and not get_checkpoint_id(config) and not configurable.get("checkpoint_ns"):
+            primed, saved = turn.take(str(configurable.get("thread_id", "")))
+            if primed:
+                return saved
+        return await super().aget_tuple(config)
+
+    async def aput(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions
+    ) -> RunnableConfig:
+        # A later read of this thread in the same turn must see this checkpoint, not the primed one.
+        turn = turn_db.current(self.conn)
+        if turn is not None:
+            turn.take(str(config["configurable"]["thread_id"]))
+        return await super().aput(config, checkpoint, metadata, new_versions)
+
+
 async def open_checkpointer(
     db: Database, *, setup: bool = True, serde: JsonPlusSerializer | None = None
 ) -> AsyncPostgresSaver:
@@ -31,7 +140,7 @@ async def open_checkpointer(
     """
     serde = serde if serde is not None else strict_serializer()
     assert_strict(serde)
-    saver = AuditedPostgresSaver(conn=db.pool, serde=serde)
+    saver = TurnSaver(conn=db.pool, serde=serde)
     if setup:
         await saver.setup()
     return saver

@@ -3,12 +3,16 @@
 The runner owns what sits *around* a graph run: the caller's ownership of the thread (a
 thread id never grants access), one run per thread at a time (a PostgreSQL advisory lock,
 so it holds across processes), the approvals table that lists pending requests, and the
-pre-checks that keep a bad resume from consuming a genuine pending approval.
+pre-checks that keep a bad resume from consuming a genuine pending approval. A turn runs on
+the one pooled connection that holds its lock (:mod:`graph.turn_db`): it reads the checkpoint
+in the lock's round trip, and its transcript and approval bookkeeping commit with its checkpoint.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -18,20 +22,28 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from graph import turn_db
 from graph.audit import AuditRecord, append_audit
+from graph.checkpointer import TurnSaver
 from graph.events import TurnEvent
 from graph.services import Services
 from graph.state import Context
+from nodes.picker import claim_statement, setup_statement
 from policies.approval import read_token
 from policies.errors import ApprovalExpired, ApprovalInvalid, InvalidArgs, NotFound
 from policies.hitl import ApprovalRequest, parse_resume
 
 __all__ = ["PendingApproval", "TurnOutcome", "TurnRunner"]
 
+# LangGraph's channel for interrupt writes (private to LangGraph 1.x, which is pinned).
+_INTERRUPT_CHANNEL = "__interrupt__"
 _STATUS = {"approve": "approved", "edit": "edited", "reject": "rejected", "expired": "expired", "invalid": "rejected"}
 _MAX_MESSAGE = 8000
+_DECIDED_SQL = """UPDATE approvals SET status = %s, decided_at = now()
+                  WHERE thread_id = %s AND owner_id = %s AND status = 'pending'"""
 
 
 @dataclass
@@ -70,8 +82,37 @@ class PendingApproval:
     """ISO 8601 expiry."""
 
 
+_APPROVAL_SQL = """INSERT INTO approvals (approval_id, thread_id, owner_id, tool, action, args_hash,
+                                          preview, request, expires_at)
+                   VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+                   ON CONFLICT (approval_id) DO NOTHING"""
+
+
+def _approval_row(ctx: Context, thread_id: str, request: ApprovalRequest) -> tuple[Any, ...]:
+    """The approvals row listing ``request`` as pending."""
+    block = request["approval"]
+    return (
+        block["id"], thread_id, ctx.owner_id, block["tool"], block["action"], block["args_hash"],
+        request["action_requests"][0]["description"], Jsonb(request), block["expires_at"],
+    )
+
+
 def _lock_key(thread_id: str) -> int:
     return int.from_bytes(hashlib.sha256(thread_id.encode()).digest()[:8], "big", signed=True)
+
+
+# Turns holding a thread lock, per pool. A turn holds one connection for its lock and takes
+# others briefly for its statements; if every connection of the pool held a lock, no turn could
+# take a second one and all would wait for the pool's timeout. Keeping half the pool for
+# statements makes concurrency above the pool size queue (holding nothing) instead.
+_turn_slots: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def _slots(pool: Any) -> asyncio.Semaphore:
+    slots = _turn_slots.get(pool)
+    if slots is None:
+        slots = _turn_slots[pool] = asyncio.Semaphore(max(1, pool.max_size // 2))
+    return slots
 
 
 class TurnRunner:
@@ -88,26 +129,53 @@ class TurnRunner:
         return {"configurable": {"thread_id": thread_id}}
 
     @asynccontextmanager
-    async def _owned_thread(self, ctx: Context, thread_id: str, *, must_exist: bool) -> AsyncIterator[None]:
+    async def _owned_thread(
+        self, ctx: Context, thread_id: str, *, must_exist: bool, new_message: bool = False
+    ) -> AsyncIterator[None]:
         """Hold the thread's lock (across tasks and processes) after checking the caller owns it.
 
-        One round trip takes the lock and reads the owner; another owner's thread is
-        indistinguishable from a missing one (``NotFound``).
+        One round trip takes the lock, reads the owner and reads the thread's latest checkpoint
+        (kept for the turn's first read of it) and, for a ``new_message``, runs the picker's
+        setup (owner-guarded: it claims nothing of another owner's); another owner's thread is
+        indistinguishable from a missing one (``NotFound``). The turn's statements run on this
+        same connection (:mod:`graph.turn_db`).
         """
         key = _lock_key(thread_id)
-        async with self.services.db.pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT pg_advisory_lock(%s) AS locked, (SELECT owner_id FROM threads WHERE thread_id = %s) AS owner_id",
-                (key, thread_id),
-            )
-            row = await cur.fetchone()
+        pool = self.services.db.pool
+        saver = self.graph.checkpointer if isinstance(self.graph.checkpointer, TurnSaver) else None
+        limit = self.services.settings.history_turns
+        async with _slots(pool), pool.connection() as conn:
+            turn = turn_db.TurnDb(pool=pool, conn=conn, thread_id=thread_id, lock_key=key)
             try:
+                async with conn.pipeline():
+                    cur = await conn.execute(
+                        "SELECT pg_advisory_lock(%s) AS locked, (SELECT owner_id FROM threads WHERE thread_id = %s) AS owner_id",
+                        (key, thread_id),
+                    )
+                    latest = conn.cursor(binary=True, row_factory=dict_row) if saver is not None else None
+                    if latest is not None and saver is not None:
+                        await latest.execute(*saver.latest_query(thread_id))
+                    setup = (
+                        await conn.execute(*setup_statement(thread_id, ctx.owner_id, limit, locked=True))
+                        if new_message else None
+                    )
+                row = await cur.fetchone()
                 owner = row["owner_id"] if row else None
                 if (owner is None and must_exist) or (owner is not None and owner != ctx.owner_id):
                     raise NotFound("thread", thread_id)
-                yield
+                if latest is not None and saver is not None:
+                    loaded, saved = await saver.load_latest(await latest.fetchone())
+                    await latest.close()
+                    if loaded:
+                        turn.prime(thread_id, saved)
+                if setup is not None:
+                    turn.setup[(thread_id, ctx.owner_id, limit)] = await setup.fetchone()
+                    turn.defer(*claim_statement(thread_id, ctx.owner_id))  # commits with the checkpoint
+                with turn_db.bound(turn):
+                    yield
             finally:
-                await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                if not turn.released:
+                    await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
     async def _require_thread(self, ctx: Context, thread_id: str, *, must_exist: bool) -> None:
         """Check ownership without taking the lock (for refusals that must not wait on a running turn)."""
@@ -119,13 +187,28 @@ class TurnRunner:
             raise NotFound("thread", thread_id)  # another owner's thread is indistinguishable from none
 
     async def _pending_request(self, thread_id: str) -> ApprovalRequest | None:
-        """The approval request the thread's checkpoint is interrupted on, if any."""
+        """The approval request the thread's checkpoint is interrupted on, if any.
+
+        Read from the checkpoint primed under the lock (its pending interrupt writes) when there
+        is one, else from the graph's state.
+        """
+        turn = turn_db.current(self.services.db.pool)
+        primed, saved = turn.peek(thread_id) if turn is not None else (False, None)
+        if primed:
+            for _task, channel, value in (saved.pending_writes or []) if saved is not None else []:
+                if channel != _INTERRUPT_CHANNEL:
+                    continue
+                for intr in value if isinstance(value, (list, tuple)) else [value]:
+                    if isinstance(getattr(intr, "value", None), dict) and "approval" in intr.value:
+                        request: ApprovalRequest = intr.value
+                        return request
+            return None
         snapshot = await self.graph.aget_state(self._config(thread_id))
         for task in snapshot.tasks:
             for intr in task.interrupts:
                 if isinstance(intr.value, dict) and "approval" in intr.value:
-                    request: ApprovalRequest = intr.value
-                    return request
+                    found: ApprovalRequest = intr.value
+                    return found
         return None
 
     def _prune_due(self, turn_id: str) -> bool:
@@ -151,6 +234,7 @@ class TurnRunner:
         interrupt_value: ApprovalRequest | None = None
         decided: str | None = None
         last_turn = ""
+        turn = turn_db.current(self.services.db.pool)
         try:
             async for mode, chunk in self.graph.astream(
                 graph_input,
@@ -164,62 +248,63 @@ class TurnRunner:
                     event = TurnEvent(**event, thread_id=thread_id)
                     if event["type"] == "approval_decided":
                         decided = str(event["data"].get("decision"))
+                        if resume and turn is not None:
+                            # The decision commits with the checkpoint that consumed the interrupt.
+                            turn.defer(_DECIDED_SQL, (_STATUS.get(decided, "rejected"), thread_id, ctx.owner_id))
                     last_turn = event["turn_id"]
+                    if (event["type"] == "message_complete" and turn is not None and interrupt_value is None
+                            and not self._prune_due(last_turn)):
+                        turn.release_early = True  # the checkpoint write is all that is left under the lock
                     yield event
                 elif mode == "updates" and isinstance(chunk, dict) and "__interrupt__" in chunk:
                     for intr in chunk["__interrupt__"]:
                         if isinstance(intr.value, dict) and "approval" in intr.value:
                             interrupt_value = intr.value
+                            if turn is not None:  # listed in the transaction of the interrupted checkpoint
+                                turn.defer(_APPROVAL_SQL, _approval_row(ctx, thread_id, interrupt_value))
         except BaseException:
             # A resumed run that failed after taking its decision has consumed the interrupt:
             # record the decision so the approval is not listed as pending forever.
+            if turn is not None:
+                turn.take_deferred()  # not run: the run failed before its checkpoint took them
             if resume and decided is not None:
                 async with self.services.db.pool.connection() as conn:
-                    await conn.execute(
-                        """UPDATE approvals SET status = %s, decided_at = now()
-                           WHERE thread_id = %s AND owner_id = %s AND status = 'pending'""",
-                        (_STATUS.get(decided, "rejected"), thread_id, ctx.owner_id),
-                    )
+                    await conn.execute(_DECIDED_SQL, (_STATUS.get(decided, "rejected"), thread_id, ctx.owner_id))
             raise
+        if turn is not None and (left := turn.take_deferred()):
+            async with turn.conn.pipeline():  # the checkpointer wrote nothing that took them
+                for sql, params in left:
+                    await turn.conn.execute(sql, params)
         if interrupt_value is None and self._prune_due(last_turn):
             await self._prune(thread_id)
-        if interrupt_value is None and not (resume and decided is not None):
-            return
+        if turn is not None or (interrupt_value is None and not (resume and decided is not None)):
+            return  # in a turn, the approval's row and status went with the checkpoint (or just above)
         async with self.services.db.pool.connection() as conn:
             if interrupt_value is not None:
-                block = interrupt_value["approval"]
-                await conn.execute(
-                    """INSERT INTO approvals (approval_id, thread_id, owner_id, tool, action, args_hash,
-                                              preview, request, expires_at)
-                       VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
-                       ON CONFLICT (approval_id) DO NOTHING""",
-                    (
-                        block["id"], thread_id, ctx.owner_id, block["tool"], block["action"], block["args_hash"],
-                        interrupt_value["action_requests"][0]["description"], Jsonb(interrupt_value),
-                        block["expires_at"],
-                    ),
-                )
+                await conn.execute(_APPROVAL_SQL, _approval_row(ctx, thread_id, interrupt_value))
             if resume and decided is not None:
-                await conn.execute(
-                    """UPDATE approvals SET status = %s, decided_at = now()
-                       WHERE thread_id = %s AND owner_id = %s AND status = 'pending'""",
-                    (_STATUS.get(decided, "rejected"), thread_id, ctx.owner_id),
-                )
+                await conn.execute(_DECIDED_SQL, (_STATUS.get(decided, "rejected"), thread_id, ctx.owner_id))
 
     async def stream(self, ctx: Context, thread_id: str, message: str) -> AsyncIterator[TurnEvent]:
         """Run a new turn with the user's ``message``; yields its events."""
         if not isinstance(message, str) or not message.strip() or len(message) > _MAX_MESSAGE:
             raise InvalidArgs("chat", [f"message must be 1-{_MAX_MESSAGE} characters"])
         # The picker marks an approval this message supersedes, inside the run, under the lock.
-        async with self._owned_thread(ctx, thread_id, must_exist=False):
+        async with self._owned_thread(ctx, thread_id, must_exist=False, new_message=True):
             async for event in self._run(ctx, thread_id, {"messages": [HumanMessage(content=message)]}, resume=False):
                 yield event
 
     async def stream_resume(self, ctx: Context, thread_id: str, value: Any) -> AsyncIterator[TurnEvent]:
         """Resume an interrupted turn; a resume refused before it runs is audited once, then raised."""
+        async for event in self._audited_resume(ctx, thread_id, value, owner_checked=False):
+            yield event
+
+    async def _audited_resume(
+        self, ctx: Context, thread_id: str, value: Any, *, owner_checked: bool
+    ) -> AsyncIterator[TurnEvent]:
         started = False
         try:
-            async for event in self._checked_resume(ctx, thread_id, value):
+            async for event in self._checked_resume(ctx, thread_id, value, owner_checked=owner_checked):
                 started = True
                 yield event
         except ApprovalInvalid as exc:
@@ -229,14 +314,19 @@ class TurnRunner:
                 await append_audit(self.services.db.pool, record, now=self.services.clock())
             raise
 
-    async def _checked_resume(self, ctx: Context, thread_id: str, value: Any) -> AsyncIterator[TurnEvent]:
+    async def _checked_resume(
+        self, ctx: Context, thread_id: str, value: Any, *, owner_checked: bool
+    ) -> AsyncIterator[TurnEvent]:
         """Resume an interrupted turn with a raw resume value (token + one decision).
 
         The token is checked here first (signature, owner, thread, and that it names the
         approval pending now), so a tampered, foreign or reused token is refused without
         touching the pending request. The graph checks it again before anything runs.
+        ``owner_checked``: the caller read the thread from one of the owner's approvals, so the
+        early ownership check (before waiting on the lock) is skipped; the one under the lock stays.
         """
-        await self._require_thread(ctx, thread_id, must_exist=True)
+        if not owner_checked:
+            await self._require_thread(ctx, thread_id, must_exist=True)
         resume = parse_resume(value)
         try:
             claims = read_token(resume.token, self.services.key(), now=self.services.clock())
@@ -268,12 +358,13 @@ class TurnRunner:
         if row["status"] != "pending":
             raise ApprovalInvalid(f"approval already {row['status']}")
         value = {"token": row["request"]["approval"]["token"], "decisions": [decision]}
-        async for event in self.stream_resume(ctx, row["thread_id"], value):
+        async for event in self._audited_resume(ctx, row["thread_id"], value, owner_checked=True):
             yield event
 
     async def _collect(self, thread_id: str, events: AsyncIterator[TurnEvent]) -> TurnOutcome:
         out = TurnOutcome(thread_id=thread_id)
         async for event in events:
+            out.thread_id = out.thread_id or event.get("thread_id", "")
             out.events.append(event)
             if event["type"] == "message_complete":
                 out.reply = str(event["data"]["text"])
@@ -282,7 +373,7 @@ class TurnRunner:
                 d = event["data"]
                 out.outcome = "proposed"
                 out.approval = PendingApproval(
-                    approval_id=d["approval_id"], thread_id=thread_id, tool=d["tool"], action=d["action"],
+                    approval_id=d["approval_id"], thread_id=out.thread_id, tool=d["tool"], action=d["action"],
                     preview=d["preview"], args=d["args"], expires_at=d["expires_at"],
                 )
         return out
@@ -296,14 +387,8 @@ class TurnRunner:
         return await self._collect(thread_id, self.stream_resume(ctx, thread_id, value))
 
     async def decide(self, ctx: Context, approval_id: str, decision: dict[str, Any]) -> TurnOutcome:
-        """Decide an approval by id and collect the outcome."""
-        async with self.services.db.pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT thread_id FROM approvals WHERE approval_id = %s AND owner_id = %s", (approval_id, ctx.owner_id)
-            )
-            row = await cur.fetchone()
-        thread_id = row["thread_id"] if row else ""
-        return await self._collect(thread_id, self.stream_decision(ctx, approval_id, decision))
+        """Decide an approval by id and collect the outcome (its thread is the events')."""
+        return await self._collect("", self.stream_decision(ctx, approval_id, decision))
 
     async def pending_approvals(self, ctx: Context) -> list[PendingApproval]:
         """The caller's pending approvals, newest first."""

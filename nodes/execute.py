@@ -19,6 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
+from graph import turn_db
 from graph.audit import AuditRecord, append_audit
 from graph.perimeter import governance_policy
 from graph.services import Services, ServicesProvider
@@ -53,9 +54,9 @@ async def _run_once(svc: Services, spec: ActionSpec, ctx: Context, plan: Plan, k
     try:
         if key is None:
             # A read: one statement or a few, no transaction round trips needed.
-            async with svc.db.pool.connection() as conn:
+            async with turn_db.connection(svc.db.pool) as conn:
                 return await spec.executor(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args), False
-        async with svc.db.pool.connection() as conn:
+        async with turn_db.connection(svc.db.pool) as conn:
             async with conn.transaction():
                 cur = await conn.execute(_LEDGER_GET, (key, ctx.owner_id))
                 row = await cur.fetchone()

@@ -16,12 +16,13 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, Sys
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from graph import turn_db
 from graph.events import EventSink
 from graph.services import Services, ServicesProvider
 from graph.state import Context, TurnState
 from nodes._common import sink_for, thread_id_of
-from policies.fencing import fence, new_nonce
 from nodes._picking import usage_record
+from policies.fencing import fence, new_nonce
 from policies.honesty import Outcome, honest_reply
 
 __all__ = ["make_naturalize"]
@@ -135,18 +136,20 @@ def make_naturalize(provider: ServicesProvider) -> Any:
         superseded = state.get("superseded")
         if superseded:
             reply += f"\n\n(Your new message replaced the earlier request awaiting approval — {superseded} — so that will not run.)"
-        async with svc.db.pool.connection() as conn:
-            await conn.execute(
-                _FINISH_SQL,
-                {
-                    "thread": thread_id_of(config),
-                    "turn": state.get("turn_id", ""),
-                    "user": request,
-                    "assistant": reply,
-                    "owner": runtime.context.owner_id,
-                    "usage": json.dumps(usage),
-                },
-            )
+        finish = {
+            "thread": thread_id_of(config),
+            "turn": state.get("turn_id", ""),
+            "user": request,
+            "assistant": reply,
+            "owner": runtime.context.owner_id,
+            "usage": json.dumps(usage),
+        }
+        turn = turn_db.current(svc.db.pool)
+        if turn is not None:
+            turn.defer(_FINISH_SQL, finish)  # commits with the turn's checkpoint
+        else:
+            async with svc.db.pool.connection() as conn:
+                await conn.execute(_FINISH_SQL, finish)
         sink.emit("message_complete", text=reply, outcome=outcome, honesty_rewrite=checked.rewritten)
         return {"seq": sink.seq, "messages": [AIMessage(content=reply)], "reply": reply, "outcome": outcome}
 

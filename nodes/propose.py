@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from graph import turn_db
 from graph.audit import AuditRecord, append_audit
 from graph.perimeter import governance_policy
 from graph.services import ServicesProvider
@@ -70,7 +71,7 @@ def make_propose(provider: ServicesProvider) -> Any:
         thread_id = thread_id_of(config)
         sink = sink_for(state, runtime)
         try:
-            async with svc.db.pool.connection() as conn, conn.transaction():
+            async with turn_db.connection(svc.db.pool) as conn, conn.transaction():
                 await conn.execute("SET TRANSACTION READ ONLY")
                 args = load_args(spec.args, plan["args"])
                 preview = (

@@ -3,8 +3,10 @@
 A request does not run its turn inside its own response. :meth:`TurnHub.start` runs it as a
 task of the server; the task records every event in ``turn_events`` *before* anyone can see
 it, then wakes the followers. Every stream (the request's own, or a reconnect with
-``Last-Event-ID``) is a follower reading that log, so a client that drops mid-turn loses
-nothing: the turn goes on, and reconnecting replays what came after the last id it saw.
+``Last-Event-ID``) is a follower of that log, so a client that drops mid-turn loses nothing:
+the turn goes on, and reconnecting replays what came after the last id it saw. Events are
+written in group commits (what arrives while a write is in flight goes in the next), and the
+request's own stream takes them from memory once written rather than reading them back.
 
 A run ends with its terminal event (``message_complete`` or ``approval_required``), recorded
 only once the runner is done with the run (the approval it asks for is stored by then), so a
@@ -55,6 +57,8 @@ class LiveRun:
     """The last event recorded so far."""
     error: BaseException | None = None
     """Why it failed, when it failed after its first event."""
+    recorded: list[TurnEvent] = field(default_factory=list)
+    """Its events as recorded (JSON values, as the log returns them), in order: its own stream reads these."""
 
 
 def _retrieve(future: asyncio.Future[TurnEvent]) -> None:
@@ -93,31 +97,37 @@ class TurnHub:
         lock = self._locks.get(run.thread_id)
         if lock is None:
             lock = self._locks[run.thread_id] = asyncio.Lock()
+        recorder = _Recorder(self, run, owner_id)
         try:
             async with lock:
                 held: TurnEvent | None = None
                 try:
                     async for event in events:
+                        recorder.check()
                         if held is not None:  # nothing follows a terminal event; keep it if it does
-                            await self._record(run, owner_id, held)
+                            recorder.add(held)
                             held = None
                         if event["type"] in store.TERMINAL:
                             held = event  # recorded once the runner is done (see the module doc)
                         else:
-                            await self._record(run, owner_id, event)
+                            recorder.add(event)
                 finally:
                     close = getattr(events, "aclose", None)  # the runner's generator releases its locks
                     if close is not None:
                         await close()
+                await recorder.drain()
                 if held is not None:  # the runner is done (approval stored); the next run still waits
-                    await self._record(run, owner_id, held)
+                    recorder.add(held)
+                    await recorder.drain()
             if not run.first.done():
                 run.first.set_exception(RuntimeError("the run produced no events"))
         except asyncio.CancelledError:
+            recorder.cancel()
             if not run.first.done():
                 run.first.cancel()
             raise
         except Exception as exc:
+            await recorder.settle()
             if not run.first.done():
                 run.first.set_exception(exc)
             else:
@@ -127,12 +137,16 @@ class TurnHub:
             run.done.set()
             self._notify(run.thread_id)
 
-    async def _record(self, run: LiveRun, owner_id: str, event: TurnEvent) -> None:
-        await store.record_event(self.db, owner_id, event)
-        run.last = event
+    def _recorded(self, run: LiveRun, recorded: list[TurnEvent]) -> None:
+        """``recorded`` (as stored) is in the log: hand it to the run's stream and wake the followers."""
+        run.recorded.extend(recorded)
+        run.last = recorded[-1]
         if not run.first.done():
-            run.first.set_result(event)
+            run.first.set_result(recorded[0])
         self._notify(run.thread_id)
+
+    async def _record(self, run: LiveRun, owner_id: str, event: TurnEvent) -> None:
+        self._recorded(run, await store.record_events(self.db, owner_id, [event]))
 
     async def _record_failure(self, run: LiveRun, owner_id: str, exc: Exception) -> None:
         """End a run that failed mid-stream with a recorded, fatal ``error`` event."""
@@ -173,6 +187,11 @@ class TurnHub:
         a run, the turn is in flight and is followed until it does, or until ``idle_seconds``
         pass without a new event (the client may reconnect again).
         """
+        if run is not None:
+            async for batch in self.follow_run(run, turn_id, after_seq):
+                for event in batch:
+                    yield event
+            return
         idle = 0.0
         while True:
             signal = self._signal(thread_id)  # taken before reading, so no wake-up is missed
@@ -199,6 +218,36 @@ class TurnHub:
                     if idle >= self.idle_seconds:
                         return
 
+    async def follow_run(self, run: LiveRun, turn_id: str, after_seq: int) -> AsyncIterator[list[TurnEvent]]:
+        """A request's own stream, in batches: its run's events once recorded, read from memory.
+
+        The same events the log holds (recorded first, then handed over), without a query per
+        wake-up; events recorded together come as one batch (one write to the client).
+        """
+        read = 0
+        while True:
+            signal = self._signal(run.thread_id)  # taken before reading, so no wake-up is missed
+            finished = run.done.is_set()  # likewise: read before the events
+            fresh = run.recorded[read:]
+            read += len(fresh)
+            batch: list[TurnEvent] = []
+            for event in fresh:
+                if event["turn_id"] != turn_id or event["seq"] <= after_seq:
+                    continue
+                batch.append(event)
+                after_seq = event["seq"]
+                if store.ends_run(event):
+                    yield batch
+                    return
+            if batch:
+                yield batch
+            if finished and not fresh:
+                return  # it finished without a last event it could record (the database failed)
+            try:
+                await asyncio.wait_for(signal.wait(), timeout=_POLL_SECONDS)
+            except TimeoutError:
+                pass
+
     async def close(self) -> None:
         """Let live runs finish for a short grace period, then cancel them."""
         if not self._tasks:
@@ -208,3 +257,56 @@ class TurnHub:
             task.cancel()
         if pending:
             await asyncio.wait(pending)
+
+
+class _Recorder:
+    """Group commit of one run's events: what arrives while a write is in flight goes in the next one.
+
+    The turn does not wait for its events to be written (a commit each), and followers are woken
+    once per write. An event is still visible only once it is in the log.
+    """
+
+    def __init__(self, hub: TurnHub, run: LiveRun, owner_id: str) -> None:
+        self.hub = hub
+        self.run = run
+        self.owner_id = owner_id
+        self.pending: list[TurnEvent] = []
+        self.task: asyncio.Task[None] | None = None
+        self.error: Exception | None = None
+
+    def add(self, event: TurnEvent) -> None:
+        """Queue ``event`` for the log (after every event queued before it)."""
+        self.pending.append(event)
+        if self.task is None or self.task.done():
+            self.task = asyncio.create_task(self._write(), name=f"turn-events:{self.run.thread_id}")
+
+    async def _write(self) -> None:
+        while self.pending and self.error is None:
+            batch, self.pending = self.pending, []
+            try:
+                recorded = await store.record_events(self.hub.db, self.owner_id, batch)
+            except Exception as exc:  # surfaced to the run by check() or drain()
+                self.error = exc
+                return
+            self.hub._recorded(self.run, recorded)
+
+    def check(self) -> None:
+        """Raise the error of a failed write, if one failed."""
+        if self.error is not None:
+            raise self.error
+
+    async def drain(self) -> None:
+        """Wait until everything queued is in the log; raise if a write failed."""
+        while self.task is not None and not self.task.done():
+            await asyncio.shield(self.task)
+        self.check()
+
+    async def settle(self) -> None:
+        """Wait for the write in flight (a failed run then records its end after it); never raise."""
+        if self.task is not None and not self.task.done():
+            await asyncio.wait([self.task])
+
+    def cancel(self) -> None:
+        """Stop writing (the run was cancelled)."""
+        if self.task is not None:
+            self.task.cancel()

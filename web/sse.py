@@ -21,7 +21,7 @@ from policies.errors import TollgateError, Unavailable
 from web.hub import LiveRun, TurnHub
 from web.schemas import ApprovalOut, EventOut, TurnResult
 
-__all__ = ["PING_SECONDS", "event_stream", "respond_to_run", "to_sse", "wants_json"]
+__all__ = ["PING_SECONDS", "event_stream", "respond_to_run", "run_stream", "to_sse", "wants_json"]
 
 PING_SECONDS = 15
 """Keep-alive comment interval, so proxies keep an idle stream open."""
@@ -38,6 +38,16 @@ def event_stream(items: AsyncIterator[TurnEvent]) -> EventSourceResponse:
     async def messages() -> AsyncIterator[ServerSentEvent]:
         async for item in items:
             yield to_sse(item)
+
+    return EventSourceResponse(messages(), ping=PING_SECONDS, headers={"Cache-Control": "no-store"})
+
+
+def run_stream(batches: AsyncIterator[list[TurnEvent]]) -> EventSourceResponse:
+    """The SSE response for a run's own stream: events recorded together go out in one write."""
+
+    async def messages() -> AsyncIterator[bytes]:
+        async for batch in batches:
+            yield b"".join(to_sse(item).encode() for item in batch)
 
     return EventSourceResponse(messages(), ping=PING_SECONDS, headers={"Cache-Control": "no-store"})
 
@@ -77,4 +87,4 @@ async def respond_to_run(request: Request, hub: TurnHub, run: LiveRun, first: Tu
     if wants_json(request):
         result = await _result(hub, run, first)
         return JSONResponse(result.model_dump(mode="json"))
-    return event_stream(hub.follow(run.thread_id, first["turn_id"], first["seq"] - 1, run=run))
+    return run_stream(hub.follow_run(run, first["turn_id"], first["seq"] - 1))

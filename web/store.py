@@ -30,6 +30,7 @@ __all__ = [
     "list_threads",
     "pending_for_thread",
     "record_event",
+    "record_events",
     "require_approval",
     "require_thread",
     "thread_status",
@@ -192,6 +193,22 @@ async def record_event(db: Database, owner_id: str, event: TurnEvent) -> None:
                 Jsonb(event, dumps=lambda obj: json.dumps(obj, default=str)),
             ),
         )
+
+
+_RECORD_SQL: Final = """INSERT INTO turn_events (thread_id, turn_id, seq, owner_id, type, event)
+    SELECT coalesce(e ->> 'thread_id', ''), e ->> 'turn_id', (e ->> 'seq')::integer, %s, e ->> 'type', e
+    FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS batch (e, n)
+    ORDER BY n
+    ON CONFLICT (thread_id, turn_id, seq) DO UPDATE
+    SET type = EXCLUDED.type, event = EXCLUDED.event, created_at = now()"""
+
+
+async def record_events(db: Database, owner_id: str, events: list[TurnEvent]) -> list[TurnEvent]:
+    """Append streamed events (one run's, in order) to the log in one statement; return them as stored."""
+    payloads = [json.dumps(event, default=str) for event in events]
+    async with db.pool.connection() as conn:
+        await conn.execute(_RECORD_SQL, (owner_id, "[" + ",".join(payloads) + "]"))
+    return [json.loads(payload) for payload in payloads]
 
 
 async def events_after(db: Database, thread_id: str, turn_id: str, after_seq: int) -> list[TurnEvent]:

@@ -1,0 +1,137 @@
+"""P7: background runs per second with 1, 2 and 4 worker processes, exactly once, in the same run.
+
+Workers are real ``tollgate worker`` processes (default concurrency) on the benchmark
+database; they are added one step at a time (1, then 2, then 4 alive). At each step the
+benchmark queues a batch of read runs spread over 16 owners (procrastinate runs one run per
+owner at a time) through :func:`graph.background.api.create_run`, the API's own path, and
+times them from the first queued to the last final. Then the run ledgers of the batch are
+counted: every run succeeded once, started once, never retried, called its tool once and was
+delivered once, or the row says how many did not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from contextlib import ExitStack
+
+from bench.env import Env
+from bench.procs import ROOT, process_env, started, tollgate_command
+from bench.rows import Row
+from graph.app import App, open_app
+from graph.background.api import create_run
+from graph.background.queue import ensure_queue_schema
+from graph.db import Database
+from graph.services import utc_now
+from graph.state import Context
+from tools.demo import seed_demo
+
+__all__ = ["run_background_benchmarks"]
+
+_OWNERS = 16
+_ASK = "what's on my calendar today?"
+_TZ = "UTC"
+_ONCE = ("succeeded", 1, 1, 0, 1, 1, 1)
+"""status, attempts, started, retried, tool starts, succeeded, delivered: a run that ran exactly once."""
+
+
+async def _scalar(db: Database, sql: str, *params: object) -> int:
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(sql, params)
+        row = await cur.fetchone()
+    return int(next(iter(row.values()))) if row else 0
+
+
+async def _wait(check: Callable[[], Awaitable[bool]], *, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"P7: timed out after {timeout:.0f} s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def _exactly_once(db: Database, run_ids: list[str]) -> int:
+    """How many of ``run_ids`` ran exactly once (by their ledgers)."""
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            """SELECT r.status, r.attempts,
+                      count(*) FILTER (WHERE e.kind = 'started') AS started,
+                      count(*) FILTER (WHERE e.kind = 'retried') AS retried,
+                      count(*) FILTER (WHERE e.kind = 'turn' AND e.data->>'type' = 'tool_start') AS tool_starts,
+                      count(*) FILTER (WHERE e.kind = 'succeeded') AS succeeded,
+                      count(*) FILTER (WHERE e.kind = 'delivered') AS delivered
+               FROM background_runs r JOIN background_run_events e USING (run_id)
+               WHERE r.run_id = ANY(%s) GROUP BY r.run_id""",
+            (run_ids,),
+        )
+        rows = await cur.fetchall()
+    return sum(1 for r in rows if tuple(r.values()) == _ONCE)
+
+
+async def _batch(app: App, owners: list[Context], size: int, budget: float) -> tuple[float, list[str]]:
+    """Queue ``size`` runs round-robin over the owners; seconds until all are final, and their ids."""
+    db = app.services.db
+    start = time.perf_counter()
+    run_ids = [(await create_run(app, owners[i % len(owners)], _ASK)).run_id for i in range(size)]
+
+    async def final() -> bool:
+        return await _scalar(
+            db, "SELECT count(*) FROM background_runs WHERE run_id = ANY(%s) AND status IN ('succeeded', 'failed', 'cancelled')",
+            run_ids,
+        ) == len(run_ids)
+
+    await _wait(final, timeout=budget, what=f"{size} background runs to finish")
+    return time.perf_counter() - start, run_ids
+
+
+async def run_background_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
+    """Run P7 and return its rows."""
+    size = 4 if smoke else 64
+    budget = 60.0 if smoke else 180.0
+    settings = env.settings.model_copy(update={"default_timezone": _TZ})
+    child_env = process_env(settings, TOLLGATE_WORKER_POLL_SECONDS="0.5")
+    logs = ROOT / "var" / "bench" / "logs"
+    results: list[tuple[int, float, int]] = []
+    total_once = total = 0
+    async with open_app(settings) as app:
+        db = app.services.db
+        await ensure_queue_schema(db)
+        owners: list[Context] = []
+        for i in range(_OWNERS):
+            owner = f"p7-{i}-{uuid.uuid4().hex[:6]}"
+            async with db.pool.connection() as conn, conn.transaction():
+                await seed_demo(conn, owner, utc_now(), _TZ)
+            owners.append(Context(owner_id=owner, timezone=_TZ))
+        with ExitStack() as fleet:
+            alive = 0
+            for workers in (1, 2) if smoke else (1, 2, 4):
+                while alive < workers:
+                    argv = tollgate_command("worker", "--name", f"bench-w{alive}")
+                    fleet.enter_context(started(argv, child_env, logs / f"worker-{alive}.log"))
+                    alive += 1
+
+                async def registered(n: int = workers) -> bool:
+                    return await _scalar(
+                        db, "SELECT count(*) FROM procrastinate_workers WHERE last_heartbeat > now() - interval '30 seconds'"
+                    ) >= n
+
+                await _wait(registered, timeout=120, what=f"{workers} workers to start")
+                await _batch(app, owners, min(size, 2 * workers), budget)  # warm-up: every worker has run a turn
+                seconds, run_ids = await _batch(app, owners, size, budget)
+                once = await _exactly_once(db, run_ids)
+                total_once += once
+                total += len(run_ids)
+                results.append((workers, seconds, len(run_ids)))
+    rates = [n / seconds for _, seconds, n in results]
+    value = "; ".join(f"{w} worker{'s' if w > 1 else ''}: {r:.1f}/s" for (w, _, _), r in zip(results, rates, strict=True))
+    skipped = " (4 workers: skipped in smoke mode)" if smoke else ""
+    rows = [
+        Row("P7", f"background runs/s by worker processes ({size} read runs each, {_OWNERS} owners)",
+            value + skipped, "-", None),
+        Row("P7", "speed-up from 1 to 2 worker processes", f"{rates[1] / rates[0]:.2f}", "-", None),
+        Row("P7", "runs that ran exactly once (ledger: started 1, retried 0, tool 1, succeeded 1, delivered 1)",
+            f"{total_once} / {total}", "all", total_once == total),
+    ]
+    return rows

@@ -1,0 +1,103 @@
+"""Processes the benchmarks start: Tollgate's own server and workers, and ``langgraph dev``.
+
+Every process gets the benchmark database, a clean environment (nothing inherited that could
+point it at a model endpoint or a tracing service; analytics and version checks off), listens
+on 127.0.0.1 only, and is stopped by its own process group id when the block ends.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from graph.settings import Settings
+
+__all__ = ["ROOT", "STUDIO_LANGGRAPH", "free_port", "process_env", "started", "tollgate_command"]
+
+ROOT = Path(__file__).resolve().parent.parent
+"""The repository root."""
+STUDIO_LANGGRAPH = ROOT / ".venv-studio" / "bin" / "langgraph"
+"""``langgraph dev`` lives in its own environment (see the Makefile)."""
+_INHERITED_OFF = ("TOLLGATE_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_")
+
+
+def process_env(settings: Settings, **extra: str) -> dict[str, str]:
+    """The environment of a benchmark process: the benchmark database and secret, nothing phoning home."""
+    assert settings.approval_secret is not None
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_OFF) and k != "DATABASE_URL"}
+    return env | {
+        "DATABASE_URL": str(settings.database_url),
+        "TOLLGATE_APPROVAL_SECRET": settings.approval_secret.get_secret_value(),
+        "TOLLGATE_DATA_DIR": str(settings.data_dir),
+        "TOLLGATE_DEFAULT_TIMEZONE": settings.default_timezone,
+        "LANGGRAPH_STRICT_MSGPACK": "true",
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        "LANGSMITH_TRACING": "false",
+        "LANGCHAIN_TRACING_V2": "false",
+        "LANGGRAPH_NO_VERSION_CHECK": "true",
+    } | extra
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=40)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
+@contextmanager
+def started(
+    argv: Sequence[str], env: dict[str, str], log: Path, *, ready_url: str | None = None, cwd: Path = ROOT,
+    timeout: float = 120.0,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Start ``argv`` in its own process group (output to ``log``); wait for ``ready_url`` to answer 200.
+
+    The process (and anything it started) is stopped with SIGTERM, then SIGKILL, on exit.
+    """
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        proc = subprocess.Popen(list(argv), cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        if ready_url is not None:
+            deadline = time.monotonic() + timeout
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{argv[0]} exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+                try:
+                    if httpx.get(ready_url, timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{argv[0]} did not answer on {ready_url}:\n{log.read_text()[-3000:]}")
+                time.sleep(0.1)
+        yield proc
+    finally:
+        _stop(proc)
+
+
+def tollgate_command(*args: str) -> list[str]:
+    """The ``tollgate`` command of this environment, with ``args``."""
+    return [str(Path(sys.executable).parent / "tollgate"), *args]

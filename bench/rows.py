@@ -1,0 +1,23 @@
+"""One line of the results table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Row"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the results table."""
+
+    id: str
+    """The benchmark (``P1`` ... ``P7``)."""
+    what: str
+    """What is measured."""
+    value: str
+    """The measurement, with the numbers it comes from."""
+    goal: str
+    """The goal from issue 7 (``-`` for context rows)."""
+    ok: bool | None
+    """Whether the goal is met (``None``: no goal)."""

@@ -1,0 +1,127 @@
+"""One connection per turn: the connection that holds a thread's lock also runs the turn's statements.
+
+The runner holds a pooled connection for the thread's advisory lock for the whole turn. While it
+does (:func:`bound`), :func:`connection` hands that same connection to the turn's nodes, its
+audit records and its checkpointer instead of a second one from the pool. A turn then needs one
+connection however many statements it runs (no pool exhaustion under load, no acquire and
+release per statement), and statements can share round trips and commits: the runner reads
+the latest checkpoint (:meth:`TurnDb.prime`) and runs the picker's setup in the round trip that
+takes the lock, and the turn's closing bookkeeping (:meth:`TurnDb.defer`) and the lock's
+release go with its checkpoint write.
+
+Within a turn the graph runs one node at a time, and the checkpointer's own operations take
+:attr:`TurnDb.lock`, so the connection never carries two statements at once. Code outside the
+graph (the HTTP hub, the background ledger, other turns) keeps using the pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.checkpoint.base import CheckpointTuple
+from psycopg import AsyncConnection
+
+__all__ = ["TurnDb", "bound", "connection", "current"]
+
+
+@dataclass(eq=False)
+class TurnDb:
+    """The connection of the turn running in this context, and what it has read ahead."""
+
+    pool: Any
+    """The pool the connection came from (statements for another pool do not use it)."""
+    conn: AsyncConnection[Any]
+    """The connection holding the thread's lock."""
+    thread_id: str
+    """The thread the turn runs on."""
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Serializes the checkpointer's operations on the connection (it may write from background tasks)."""
+    primed: dict[str, CheckpointTuple | None] = field(default_factory=dict)
+    """The thread's latest checkpoint, read under the lock, for the next read of it (once)."""
+    lock_key: int = 0
+    """The thread's advisory lock."""
+    release_early: bool = False
+    """The turn is over but for its checkpoint write: release the lock in that write's round trip."""
+    released: bool = False
+    """Whether the checkpoint write released the lock."""
+    setup: dict[tuple[str, str, int], dict[str, Any] | None] = field(default_factory=dict)
+    """The picker's setup row for a new message, run in the lock's round trip (once)."""
+    deferred: list[tuple[str, Any]] = field(default_factory=list)
+    """Statements that commit with the turn's checkpoint (sent in its write's round trip)."""
+
+    def take_setup(self, thread_id: str, owner_id: str, limit: int) -> tuple[bool, dict[str, Any] | None]:
+        """(whether the picker's setup ran ahead for these arguments, its row), consuming it."""
+        key = (thread_id, owner_id, limit)
+        if key not in self.setup:
+            return False, None
+        return True, self.setup.pop(key)
+
+    def defer(self, sql: str, params: Any) -> None:
+        """Run ``sql`` in the transaction of the turn's next checkpoint write (before it).
+
+        For bookkeeping that belongs with the checkpoint (the transcript, an approval's status):
+        one commit instead of two, and both or neither. The runner runs what is left after the
+        graph (a checkpointer that never wrote).
+        """
+        self.deferred.append((sql, params))
+
+    def take_deferred(self) -> list[tuple[str, Any]]:
+        """The deferred statements, in order, now owned by the caller."""
+        out, self.deferred = self.deferred, []
+        return out
+
+    def prime(self, thread_id: str, saved: CheckpointTuple | None) -> None:
+        """Keep ``saved`` as the latest checkpoint of ``thread_id`` (root namespace) for one read."""
+        self.primed[thread_id] = saved
+
+    def take(self, thread_id: str) -> tuple[bool, CheckpointTuple | None]:
+        """(whether one was primed, the primed checkpoint), consuming it."""
+        if thread_id not in self.primed:
+            return False, None
+        return True, self.primed.pop(thread_id)
+
+    def peek(self, thread_id: str) -> tuple[bool, CheckpointTuple | None]:
+        """Like :meth:`take`, without consuming it."""
+        if thread_id not in self.primed:
+            return False, None
+        return True, self.primed[thread_id]
+
+
+_current: ContextVar[TurnDb | None] = ContextVar("tollgate_turn_db", default=None)
+
+
+def current(pool: Any) -> TurnDb | None:
+    """The turn running in this context on ``pool``, if any."""
+    turn = _current.get()
+    return turn if turn is not None and turn.pool is pool and not (turn.conn.closed or turn.conn.broken) else None
+
+
+@contextmanager
+def bound(turn: TurnDb) -> Iterator[TurnDb]:
+    """Make ``turn`` the current turn for the block (and the tasks it starts)."""
+    token = _current.set(turn)
+    try:
+        yield turn
+    finally:
+        try:
+            _current.reset(token)
+        except ValueError:
+            # Closed from another context (an abandoned generator finalized later): that context
+            # never saw the turn, and this one ends here.
+            _current.set(None)
+
+
+@asynccontextmanager
+async def connection(pool: Any) -> AsyncIterator[AsyncConnection[Any]]:
+    """The current turn's connection, or one from ``pool`` for the block."""
+    turn = current(pool)
+    if turn is not None:
+        yield turn.conn
+        return
+    async with pool.connection() as conn:
+        yield conn
