@@ -71,7 +71,9 @@ class StrictSerializer(JsonPlusSerializer):
     """LangGraph's safe types only, and any attempt at more refuses the whole blob."""
 
     def __init__(self) -> None:
-        super().__init__(pickle_fallback=False, allowed_json_modules=None, allowed_msgpack_modules=None)
+        # LangGraph's defaults already leave pickle and JSON constructors off; ``None`` pins msgpack
+        # to its safe list whatever the environment says.
+        super().__init__(allowed_msgpack_modules=None)
 
     def _reviver(self, value: dict[str, Any]) -> Any:
         if value.get("lc") == 2 and value.get("type") == "constructor" and isinstance(value.get("id"), list):

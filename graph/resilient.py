@@ -25,7 +25,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
+from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
 
 from policies.errors import Unavailable
 
@@ -93,13 +93,16 @@ class ResilientChatModel(BaseChatModel):
         """Remember the tools; each provider binds them itself (strict where configured)."""
         return self.bind(tools=list(tools), **kwargs)
 
+    def _retry_policy(self) -> dict[str, Any]:
+        return {
+            "stop": stop_after_attempt(self.max_attempts) | stop_after_delay(self.budget_seconds),
+            "wait": wait_random_exponential(multiplier=self.min_wait_seconds, max=4.0),
+            "retry": retry_if_exception(_retryable),
+            "reraise": True,
+        }
+
     def _retrying(self) -> AsyncRetrying:
-        return AsyncRetrying(
-            stop=stop_after_attempt(self.max_attempts) | stop_after_delay(self.budget_seconds),
-            wait=wait_random_exponential(multiplier=self.min_wait_seconds, max=4.0),
-            retry=retry_if_exception(_retryable),
-            reraise=True,
-        )
+        return AsyncRetrying(**self._retry_policy())
 
     @staticmethod
     def _bound(provider: Provider, tools: list[Any] | None) -> Any:
@@ -121,7 +124,26 @@ class ResilientChatModel(BaseChatModel):
         self, messages: list[BaseMessage], stop: list[str] | None = None,
         run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any,
     ) -> ChatResult:
-        raise NotImplementedError("ResilientChatModel is async-only; use ainvoke/astream")
+        """The same order as :meth:`_agenerate`, for synchronous callers (scripts, notebooks)."""
+        tools: list[Any] | None = kwargs.get("tools")
+        failures: list[dict[str, str]] = []
+        for provider in self.providers:
+            runnable = self._bound(provider, tools)
+            try:
+                for attempt in Retrying(**self._retry_policy()):
+                    with attempt:
+                        message = runnable.invoke(messages)
+            except Exception as exc:  # noqa: BLE001 - any provider failure moves to the next one
+                failures.append({"provider": provider.name, "error": failure_kind(exc)})
+                _log.warning("model provider %s failed (%s)", provider.name, failure_kind(exc))
+                continue
+            self._mark(message, provider.name, provider.model_name, failures)
+            return ChatResult(generations=[ChatGeneration(message=message)])
+        if self.fallback is None:
+            raise Unavailable("every model provider")
+        message = (self.fallback.bind_tools(tools) if tools else self.fallback).invoke(messages)
+        self._mark(message, "offline", "offline", failures)
+        return ChatResult(generations=[ChatGeneration(message=message)])
 
     async def _agenerate(
         self, messages: list[BaseMessage], stop: list[str] | None = None,

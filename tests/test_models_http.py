@@ -194,3 +194,22 @@ async def test_a_failing_naturalizer_stream_falls_back_to_the_renderer_with_an_e
 def test_unusable_model_configuration_is_refused_with_what_to_set(settings: Settings, update: dict[str, Any], message: str) -> None:
     with pytest.raises(ModelConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         build_model(settings.model_copy(update=update), "picker", fallback=None)
+
+
+def test_the_synchronous_path_retries_then_moves_to_the_next_provider(
+    stub: StubServer, stub_b: StubServer, settings: Settings
+) -> None:
+    from langchain_core.messages import HumanMessage
+
+    cfg = settings.model_copy(update={
+        "picker_providers": [_provider("primary", stub), _provider("backup", stub_b)],
+        "model_max_attempts": 2, "model_retry_budget_seconds": 5.0,
+    })
+    model = build_model(cfg, "picker", fallback=None)
+    assert model is not None
+    stub.push(status(500), status(503))
+    stub_b.push(text("hello from backup"))
+    answer = model.invoke([HumanMessage("hi")])
+    assert answer.content == "hello from backup"
+    assert answer.response_metadata["tollgate_fallbacks"] == [{"provider": "primary", "error": "http_503"}]
+    assert len(stub.requests) == 2
