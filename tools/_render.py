@@ -19,6 +19,7 @@ from tools.registry import ActionResult, ExecContext, ResultRow
 
 __all__ = [
     "clip",
+    "count_summary",
     "escape_like",
     "fetch_all",
     "fetch_one",
@@ -89,6 +90,19 @@ def fmt_duration(minutes: int) -> str:
 def plural(count: int, singular: str, many: str | None = None) -> str:
     """``1 event``, ``3 events``."""
     return f"{count} {singular if count == 1 else (many or singular + 's')}"
+
+
+def count_summary(rows: list[Any], limit: int, noun: str, *, order: str = "first") -> tuple[list[Any], str]:
+    """The rows to show of a ``LIMIT limit + 1`` query and the grounded sentence counting them.
+
+    The one extra row says honestly that there are more than ``limit``.
+    """
+    shown = rows[:limit]
+    if not shown:
+        return shown, f"You have no {noun}s."
+    if len(rows) > limit:
+        return shown, f"You have more than {plural(limit, noun)}; here are the {order} {limit}."
+    return shown, f"You have {plural(len(shown), noun)}."
 
 
 def clip(text: str, limit: int = 80) -> str:

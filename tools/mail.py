@@ -197,45 +197,48 @@ async def preview_trash(ctx: ExecContext, args: MailTrashArgs) -> str:
     return f"Move {plural(len(rows), 'message')} to the trash:\n" + "\n".join(lines)
 
 
+async def _bulk_write(
+    ctx: ExecContext, rows: list[dict[str, Any]], sql: str, params: tuple[Any, ...], *,
+    action: str, done: str, state: str, others: str,
+) -> ActionResult:
+    """Run a bulk ``UPDATE ... RETURNING id`` over ``rows``; say what changed and what already was.
+
+    ``state`` names the state when nothing changed ("already in the trash"), ``others`` the
+    rest when some did ("1 was already there").
+    """
+    changed = {r["id"] for r in await fetch_all(ctx, sql, params)}
+    hit = [r for r in rows if r["id"] in changed]
+    already = len(rows) - len(hit)
+    if not hit:
+        what = _titles(rows) if len(rows) == 1 else f"All {len(rows)} messages"
+        summary = f"{what} {'was' if len(rows) == 1 else 'were'} already {state}; nothing changed."
+    else:
+        summary = f"{done.format(n=plural(len(hit), 'message'))}: {_titles(hit)}"
+        summary += f"; {already} {'was' if already == 1 else 'were'} already {others}." if already else "."
+    return write_result(_TOOL, action, _bulk_item(rows, changed), len(hit), summary)
+
+
 async def trash_mail(ctx: ExecContext, args: MailTrashArgs) -> ActionResult:
     """Soft-trash: set ``trashed_at``; messages already in the trash are left as they are."""
     rows = await _messages(ctx, list(dict.fromkeys(args.message_ids)), lock=True)
-    done = await fetch_all(
-        ctx,
+    return await _bulk_write(
+        ctx, rows,
         "UPDATE mail_messages SET trashed_at = %s WHERE owner_id = %s AND id = ANY(%s) AND trashed_at IS NULL"
         " RETURNING id",
         (ctx.now, ctx.owner_id, [r["id"] for r in rows]),
+        action="trash", done="Moved {n} to the trash", state="in the trash", others="there",
     )
-    changed = {r["id"] for r in done}
-    moved = [r for r in rows if r["id"] in changed]
-    already = len(rows) - len(moved)
-    if not moved:
-        what = _titles(rows) if len(rows) == 1 else f"All {len(rows)} messages"
-        summary = f"{what} {'was' if len(rows) == 1 else 'were'} already in the trash; nothing changed."
-    else:
-        summary = f"Moved {plural(len(moved), 'message')} to the trash: {_titles(moved)}"
-        summary += f"; {already} {'was' if already == 1 else 'were'} already there." if already else "."
-    return write_result(_TOOL, "trash", _bulk_item(rows, changed), len(moved), summary)
 
 
 async def mark_read(ctx: ExecContext, args: MailMarkReadArgs) -> ActionResult:
     """Mark messages read; ones already read are left as they are."""
     rows = await _messages(ctx, list(dict.fromkeys(args.message_ids)), lock=True)
-    done = await fetch_all(
-        ctx,
+    return await _bulk_write(
+        ctx, rows,
         "UPDATE mail_messages SET is_read = true WHERE owner_id = %s AND id = ANY(%s) AND NOT is_read RETURNING id",
         (ctx.owner_id, [r["id"] for r in rows]),
+        action="mark_read", done="Marked {n} as read", state="read", others="read",
     )
-    changed = {r["id"] for r in done}
-    marked = [r for r in rows if r["id"] in changed]
-    already = len(rows) - len(marked)
-    if not marked:
-        what = _titles(rows) if len(rows) == 1 else f"All {len(rows)} messages"
-        summary = f"{what} {'was' if len(rows) == 1 else 'were'} already read; nothing changed."
-    else:
-        summary = f"Marked {plural(len(marked), 'message')} as read: {_titles(marked)}"
-        summary += f"; {already} {'was' if already == 1 else 'were'} already read." if already else "."
-    return write_result(_TOOL, "mark_read", _bulk_item(rows, changed), len(marked), summary)
 
 
 _MESSAGE_IDS = {"message_ids": "mail"}

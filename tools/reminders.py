@@ -14,12 +14,12 @@ from policies.errors import NotFound
 from tools._ids import new_id
 from tools._render import (
     clip,
+    count_summary,
     fetch_all,
     fetch_one,
     fmt_duration,
     fmt_when,
     list_result,
-    plural,
     quoted,
     render_list,
     render_summary,
@@ -63,14 +63,8 @@ async def list_reminders(ctx: ExecContext, args: ReminderListArgs) -> ActionResu
         f"SELECT {_COLUMNS} FROM reminders WHERE owner_id = %s{where} ORDER BY due_at, id LIMIT %s",
         (ctx.owner_id, args.limit + 1),
     )
-    shown = rows[: args.limit]
     noun = "scheduled reminder" if args.status == "scheduled" else "reminder"
-    if not shown:
-        summary = f"You have no {noun}s."
-    elif len(rows) > args.limit:
-        summary = f"You have more than {plural(args.limit, noun)}; here are the first {args.limit}."
-    else:
-        summary = f"You have {plural(len(shown), noun)}."
+    shown, summary = count_summary(rows, args.limit, noun)
     result_rows: list[ResultRow] = [{"id": r["id"], "label": _label(r, ctx.timezone)} for r in shown]
     return list_result(_TOOL, "list", "reminders", result_rows, summary)
 

@@ -12,11 +12,11 @@ from policies.errors import NotFound
 from tools._ids import new_id
 from tools._render import (
     clip,
+    count_summary,
     fetch_all,
     fetch_one,
     fmt_day,
     list_result,
-    plural,
     quoted,
     render_list,
     render_summary,
@@ -49,14 +49,8 @@ async def list_tasks(ctx: ExecContext, args: TaskListArgs) -> ActionResult:
         " ORDER BY status = 'done', due_date NULLS LAST, created_at, id LIMIT %s",
         [*params, args.limit + 1],
     )
-    shown = rows[: args.limit]
     noun = {"open": "open task", "done": "done task", "all": "task"}[args.status]
-    if not shown:
-        summary = f"You have no {noun}s."
-    elif len(rows) > args.limit:
-        summary = f"You have more than {plural(args.limit, noun)}; here are the first {args.limit}."
-    else:
-        summary = f"You have {plural(len(shown), noun)}."
+    shown, summary = count_summary(rows, args.limit, noun)
     result_rows: list[ResultRow] = [{"id": r["id"], "label": _label(r)} for r in shown]
     return list_result(_TOOL, "list", "tasks", result_rows, summary)
 

@@ -22,7 +22,17 @@ from pydantic import Field, StringConstraints, model_validator
 from policies.arguments import ArgsModel, Count, IdRef, SafeText
 from policies.errors import NotFound
 from tools._ids import new_id
-from tools._render import clip, fetch_all, fetch_one, list_result, plural, quoted, render_list, render_summary, write_result
+from tools._render import (
+    clip,
+    count_summary,
+    fetch_all,
+    fetch_one,
+    list_result,
+    quoted,
+    render_list,
+    render_summary,
+    write_result,
+)
 from tools.registry import ActionResult, ActionSpec, ExecContext, ResultRow, ToolSpec
 
 __all__ = [
@@ -132,14 +142,8 @@ async def list_triggers(ctx: ExecContext, args: TriggerListArgs) -> ActionResult
         f"SELECT {_COLUMNS} FROM trigger_rules WHERE owner_id = %s{where} ORDER BY created_at DESC, id LIMIT %s",
         (ctx.owner_id, args.limit + 1),
     )
-    shown = rows[: args.limit]
     noun = "active trigger rule" if args.status == "active" else "trigger rule"
-    if not shown:
-        summary = f"You have no {noun}s."
-    elif len(rows) > args.limit:
-        summary = f"You have more than {plural(args.limit, noun)}; here are the newest {args.limit}."
-    else:
-        summary = f"You have {plural(len(shown), noun)}."
+    shown, summary = count_summary(rows, args.limit, noun, order="newest")
     result_rows: list[ResultRow] = [{"id": r["id"], "label": _label(r)} for r in shown]
     return list_result(_TOOL, "list", "triggers", result_rows, summary)
 
