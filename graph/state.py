@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
 from langgraph.graph.message import add_messages
 from typing_extensions import NotRequired, TypedDict  # pydantic needs these on Python < 3.12
 
@@ -122,6 +122,8 @@ def turn_messages(left: list[AnyMessage] | None, right: Any) -> list[AnyMessage]
     the thread and a turn costs the same on its 1,000th run as on its first.
     """
     incoming = right if isinstance(right, list) else [right]
+    if all(isinstance(m, BaseMessage) and not isinstance(m, HumanMessage) for m in incoming):
+        return add_messages(left or [], incoming)  # the common case: no new request in this write
     merged: list[AnyMessage] = add_messages([], incoming) if incoming else []
     starts = [i for i, m in enumerate(merged) if isinstance(m, HumanMessage)]
     if starts:

@@ -182,6 +182,8 @@ class _ScanLimit(Exception):
 
 
 def _normalized(text: str) -> str:
+    if type(text) is str and text.isascii():  # no ASCII character is a format character; NFKC keeps ASCII
+        return text
     stripped = "".join(ch for ch in text if unicodedata.category(ch) != "Cf" and not 0xFE00 <= ord(ch) <= 0xFE0F)
     return unicodedata.normalize("NFKC", stripped)
 

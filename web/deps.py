@@ -56,7 +56,9 @@ class Principal:
     """The run context for this caller's turns."""
 
 
-def _server_state(request: Request) -> ServerState:
+# These dependencies are ``async`` although they never wait: FastAPI runs a plain ``def``
+# dependency in a worker thread, a thread hop per dependency per request for an attribute read.
+async def _server_state(request: Request) -> ServerState:
     state = getattr(request.app.state, "tollgate", None)
     if not isinstance(state, ServerState):
         raise RuntimeError("the Tollgate lifespan has not run")
@@ -67,15 +69,15 @@ ServerStateDep = Annotated[ServerState, Depends(_server_state)]
 """The server's state."""
 
 
-def _settings(state: ServerStateDep) -> Settings:
+async def _settings(state: ServerStateDep) -> Settings:
     return state.settings
 
 
-def _app(state: ServerStateDep) -> App:
+async def _app(state: ServerStateDep) -> App:
     return state.app
 
 
-def _hub(state: ServerStateDep) -> TurnHub:
+async def _hub(state: ServerStateDep) -> TurnHub:
     return state.hub
 
 
