@@ -25,8 +25,9 @@ from typing import Any
 
 from langgraph.checkpoint.base import CheckpointTuple
 from psycopg import AsyncConnection
+from psycopg.pq import TransactionStatus
 
-__all__ = ["TurnDb", "bound", "connection", "current"]
+__all__ = ["TurnDb", "bound", "connection", "current", "transaction"]
 
 
 @dataclass(eq=False)
@@ -125,3 +126,25 @@ async def connection(pool: Any) -> AsyncIterator[AsyncConnection[Any]]:
         return
     async with pool.connection() as conn:
         yield conn
+
+
+@asynccontextmanager
+async def transaction(conn: AsyncConnection[Any], *, read_only: bool = False) -> AsyncIterator[AsyncConnection[Any]]:
+    """A transaction whose ``BEGIN`` and ``COMMIT`` share round trips with the block's statements.
+
+    ``conn.transaction()`` spends a round trip on ``BEGIN`` and another on ``COMMIT``, and inside
+    a pipeline it syncs on both. Here the block runs in a pipeline: ``BEGIN`` goes with its first
+    statement whose result is read, ``COMMIT`` with whatever it sent last. Any error rolls back.
+    ``conn`` must be in autocommit mode (the pool's connections are) and outside a transaction.
+    """
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        raise RuntimeError("a pipelined transaction needs an idle autocommit connection")
+    try:
+        async with conn.pipeline():
+            await conn.execute("BEGIN READ ONLY" if read_only else "BEGIN")
+            yield conn
+            await conn.execute("COMMIT")
+    except BaseException:
+        if not conn.broken and conn.info.transaction_status != TransactionStatus.IDLE:
+            await conn.rollback()
+        raise

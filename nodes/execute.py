@@ -57,7 +57,7 @@ async def _run_once(svc: Services, spec: ActionSpec, ctx: Context, plan: Plan, k
             async with turn_db.connection(svc.db.pool) as conn:
                 return await spec.executor(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args), False
         async with turn_db.connection(svc.db.pool) as conn:
-            async with conn.transaction():
+            async with turn_db.transaction(conn):
                 cur = await conn.execute(_LEDGER_GET, (key, ctx.owner_id))
                 row = await cur.fetchone()
                 if row is not None:

@@ -71,14 +71,13 @@ def make_propose(provider: ServicesProvider) -> Any:
         thread_id = thread_id_of(config)
         sink = sink_for(state, runtime)
         try:
-            async with turn_db.connection(svc.db.pool) as conn, conn.transaction():
-                await conn.execute("SET TRANSACTION READ ONLY")
-                args = load_args(spec.args, plan["args"])
-                preview = (
-                    await spec.preview(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args)
-                    if spec.preview is not None
-                    else _generic_preview(spec, plan["args"])
-                )
+            args = load_args(spec.args, plan["args"])
+            if spec.preview is None:
+                preview = _generic_preview(spec, plan["args"])  # from the arguments alone: no statement
+            else:
+                # One snapshot, read-only: the preview cannot write.
+                async with turn_db.connection(svc.db.pool) as conn, turn_db.transaction(conn, read_only=True):
+                    preview = await spec.preview(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args)
         except TollgateError as exc:
             sink.emit("error", code=exc.code, message=exc.message)
             await append_audit(
