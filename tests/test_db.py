@@ -59,8 +59,8 @@ async def test_a_pipelined_transaction_commits_all_or_nothing(db: Database) -> N
                 await conn.execute("INSERT INTO tx_probe VALUES (%s, 4)", (key,))
                 await conn.execute("SELECT 1 / 0")
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
-            async with turn_db.transaction(conn, read_only=True):
-                await conn.execute("INSERT INTO tx_probe VALUES (%s, 5)", (key,))
+            async with turn_db.transaction(conn, read_only=True):  # (temporary tables stay writable)
+                await conn.execute("CREATE TABLE tx_probe_never (k text)")
         assert conn.info.transaction_status == TransactionStatus.IDLE
         cur = await conn.execute("SELECT array_agg(n ORDER BY n) AS ns FROM tx_probe WHERE k = %s", (key,))
         assert (await cur.fetchone())["ns"] == [1, 2]
