@@ -67,7 +67,8 @@ class Plan(TypedDict):
     args: dict[str, Any]
     """Validated arguments as JSON values; after id validation, ids are bound store ids."""
     args_hash: NotRequired[str]
-    """Hash of the bound arguments (set by id validation)."""
+    """Hash of the final arguments: set by id validation once ids are bound, or by the gate for a
+    read that carries no ids (it then goes straight to execute)."""
     proposed_at: NotRequired[int]
     """Unix seconds when the approval was requested (fixes the token's expiry on re-execution)."""
 

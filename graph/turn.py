@@ -2,6 +2,7 @@
 
 ```
 START → picker ─┬─ call ──→ tier_gate ─┬─ execute/propose → id_validation ─┬─ read ──→ execute
+                │                      ├─ read without ids ─────────────────│────────→ execute
                 │                      └─ refuse ─────────────┐            ├─ write → propose → approval ─┬→ execute
                 └─ reply / clarify ───────────────────────────┴→ naturalize ←┴─ clarify                    └→ naturalize
 execute ─┬─ read, budget left → picker (next step)
@@ -42,9 +43,13 @@ def _after_picker(state: TurnState) -> Literal["tier_gate", "naturalize"]:
     return "tier_gate" if state.get("plan") is not None else "naturalize"
 
 
-def _after_gate(state: TurnState) -> Literal["id_validation", "naturalize"]:
+def _after_gate(state: TurnState) -> Literal["id_validation", "execute", "naturalize"]:
     gate = state.get("gate") or {}
-    return "id_validation" if gate.get("verdict") in ("execute", "propose") and state.get("plan") else "naturalize"
+    plan = state.get("plan")
+    if plan is None or gate.get("verdict") not in ("execute", "propose"):
+        return "naturalize"
+    # The gate hashes the final arguments of a read without ids (nothing to bind); all else binds ids.
+    return "execute" if gate.get("verdict") == "execute" and "args_hash" in plan else "id_validation"
 
 
 def _after_ids(state: TurnState) -> Literal["execute", "propose", "naturalize"]:

@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 from graph.audit import AuditRecord, append_audit
 from graph.perimeter import governance_policy
 from graph.services import ServicesProvider
-from graph.state import Context, Gate, TurnState
+from graph.state import Context, Gate, Plan, TurnState
 from nodes._common import sink_for, thread_id_of
 from policies.dlp import KIND_LABELS
 from policies.governance import ActionFacts, govern
@@ -83,9 +83,12 @@ def make_tier_gate(provider: ServicesProvider) -> Any:
                     message="Those details aren't valid, so I did nothing. Could you rephrase?",
                 ),
             }
-        return {
-            "plan": plan | {"args": decision.args},
-            "gate": Gate(verdict=decision.verdict, reason=decision.reason, tier=decision.tier),
-        }
+        fresh: Plan = {k: v for k, v in plan.items() if k != "args_hash"} | {"args": decision.args}  # type: ignore[assignment]
+        if decision.verdict == "execute" and spec is not None and not spec.id_fields:
+            # A read that carries no ids has nothing to bind: its arguments are final, and it goes
+            # straight to execute (DESIGN's "read (allowlist) -> execute"). Anything with ids,
+            # and every write, passes id validation.
+            fresh["args_hash"] = decision.args_hash
+        return {"plan": fresh, "gate": Gate(verdict=decision.verdict, reason=decision.reason, tier=decision.tier)}
 
     return tier_gate

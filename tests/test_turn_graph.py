@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import graph._env  # noqa: F401
+from graph.state import Context
 from graph.studio import graph
+from tests.fakes import ScriptedModel
+from tests.harness import Turns
 
 
 def test_the_drawn_graph_has_exactly_the_designed_edges() -> None:
@@ -11,7 +14,7 @@ def test_the_drawn_graph_has_exactly_the_designed_edges() -> None:
     assert edges == {
         ("__start__", "picker"),
         ("picker", "tier_gate"), ("picker", "naturalize"),
-        ("tier_gate", "id_validation"), ("tier_gate", "naturalize"),
+        ("tier_gate", "id_validation"), ("tier_gate", "execute"), ("tier_gate", "naturalize"),
         ("id_validation", "execute"), ("id_validation", "propose"), ("id_validation", "naturalize"),
         ("propose", "approval"), ("propose", "naturalize"),
         ("approval", "execute"), ("approval", "naturalize"),
@@ -19,3 +22,34 @@ def test_the_drawn_graph_has_exactly_the_designed_edges() -> None:
         ("offer", "propose"), ("offer", "naturalize"),
         ("naturalize", "__end__"),
     }
+
+
+async def _nodes_run(turns: Turns, ctx: Context, thread_id: str, message: str) -> list[str]:
+    from langchain_core.messages import HumanMessage
+
+    out: list[str] = []
+    async for chunk in turns.runner.graph.astream(
+        {"messages": [HumanMessage(message)]}, {"configurable": {"thread_id": thread_id}}, context=ctx,
+        stream_mode="updates",
+    ):
+        out.extend(name for name in chunk if not name.startswith("__"))
+    return out
+
+
+async def test_a_read_without_ids_skips_id_validation_and_one_with_ids_does_not(
+    turns: Turns, model: ScriptedModel, ctx: Context
+) -> None:
+    from tests.fakes import call, say
+
+    model.push(call("calendar__list", {"range": "today"}), say(""))
+    assert await _nodes_run(turns, ctx, "t-graph-1", "what's on today") == [
+        "picker", "tier_gate", "execute", "picker", "naturalize"
+    ]
+    model.push(call("mail__list", {}), call("mail__read", {"message_id": "#1"}), say(""))
+    assert await _nodes_run(turns, ctx, "t-graph-2", "read my first mail") == [
+        "picker", "tier_gate", "execute", "picker", "tier_gate", "id_validation", "execute", "picker", "naturalize"
+    ]
+    # An id the latest list does not hold is still refused there.
+    model.push(call("mail__read", {"message_id": "msg_not_listed"}))
+    nodes = await _nodes_run(turns, ctx, "t-graph-2", "read msg_not_listed")
+    assert nodes == ["picker", "tier_gate", "id_validation", "naturalize"]
