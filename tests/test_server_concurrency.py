@@ -168,3 +168,20 @@ async def test_two_approvals_of_one_request_run_it_once(api: Api, peer: Api, db:
     assert winner.last["data"]["outcome"] == "executed"
     assert await _lunch(db, api.owner) == "cancelled" and await _effects(db, api.owner) == 1
     await _assert_serialized(db, thread_id)
+
+
+async def test_remembered_thread_ownership_is_per_owner_and_bounded(db: Database) -> None:
+    """The early ownership check skips its query only for a (owner, thread) pair it has seen."""
+    from policies.errors import NotFound
+    from web.store import OwnedThreads, create_thread
+
+    owned = OwnedThreads(size=2)
+    mine = await create_thread(db, "owner-a")
+    await owned.require(db, "owner-a", mine)  # looked up, then remembered
+    with pytest.raises(NotFound):
+        await owned.require(db, "owner-b", mine)  # another owner is never answered from memory
+    owned.remember("owner-a", "t-2")
+    owned.remember("owner-a", "t-3")  # evicts the oldest pair
+    with pytest.raises(NotFound):
+        await owned.require(db, "owner-a", "t-2-never-stored")
+    assert ("owner-a", mine) not in owned._known and len(owned._known) == 2

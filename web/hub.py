@@ -76,6 +76,8 @@ class TurnHub:
         self._tasks: set[asyncio.Task[None]] = set()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._signals: dict[str, asyncio.Event] = {}
+        self.owned = store.OwnedThreads()
+        """Threads known to be their owner's (the early ownership check of a request)."""
 
     async def start(self, owner_id: str, thread_id: str, events: AsyncIterator[TurnEvent]) -> tuple[LiveRun, TurnEvent]:
         """Run ``events`` detached; return once its first event is recorded.
@@ -115,10 +117,9 @@ class TurnHub:
                     close = getattr(events, "aclose", None)  # the runner's generator releases its locks
                     if close is not None:
                         await close()
-                await recorder.drain()
                 if held is not None:  # the runner is done (approval stored); the next run still waits
-                    recorder.add(held)
-                    await recorder.drain()
+                    recorder.add(held)  # with whatever is still queued: one write fewer
+                await recorder.drain()
             if not run.first.done():
                 run.first.set_exception(RuntimeError("the run produced no events"))
         except asyncio.CancelledError:

@@ -62,8 +62,10 @@ async def chat(body: ChatRequest, principal: PrincipalDep, app: AppDep, hub: Hub
     db = app.services.db
     if body.thread_id is None:
         thread_id = await store.create_thread(db, principal.owner_id)
+        hub.owned.remember(principal.owner_id, thread_id)
     else:
-        thread_id = (await store.require_thread(db, principal.owner_id, body.thread_id)).thread_id
+        thread_id = body.thread_id
+        await hub.owned.require(db, principal.owner_id, thread_id)
     run, first = await hub.start(
         principal.owner_id, thread_id, app.runner.stream(principal.context, thread_id, body.message)
     )

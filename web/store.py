@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -22,6 +23,7 @@ from web.schemas import ApprovalOut, MessageOut, ThreadStatus, ThreadSummary
 __all__ = [
     "TERMINAL",
     "ApprovalRef",
+    "OwnedThreads",
     "ThreadRow",
     "create_thread",
     "ends_run",
@@ -95,6 +97,37 @@ async def require_thread(db: Database, owner_id: str, thread_id: str) -> ThreadR
     if row is None:
         raise NotFound("thread", thread_id)
     return ThreadRow(thread_id=row["thread_id"], created_at=row["created_at"], updated_at=row["updated_at"])
+
+
+class OwnedThreads:
+    """The threads this process has seen belong to their owner, so a request needs no query for them.
+
+    A thread's owner is set once, when it is claimed, and never changes (threads are not deleted
+    or handed over), so a remembered answer cannot go stale. Only positive answers are kept; a
+    thread not remembered is looked up (:func:`require_thread`). The runner checks ownership again
+    under the thread's lock before it runs anything; this only saves the early check's query.
+    """
+
+    def __init__(self, size: int = 10_000) -> None:
+        self.size = size
+        self._known: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+    def remember(self, owner_id: str, thread_id: str) -> None:
+        """Note that ``thread_id`` belongs to ``owner_id`` (the least recently used beyond ``size`` go)."""
+        key = (owner_id, thread_id)
+        self._known[key] = None
+        self._known.move_to_end(key)
+        while len(self._known) > self.size:
+            self._known.popitem(last=False)
+
+    async def require(self, db: Database, owner_id: str, thread_id: str) -> None:
+        """Return if ``thread_id`` is the caller's; else :class:`NotFound`."""
+        key = (owner_id, thread_id)
+        if key in self._known:
+            self._known.move_to_end(key)
+            return
+        await require_thread(db, owner_id, thread_id)
+        self.remember(owner_id, thread_id)
 
 
 async def require_approval(db: Database, owner_id: str, approval_id: str) -> ApprovalRef:
