@@ -42,6 +42,7 @@ __all__ = [
     "Stage",
     "append_audit",
     "audited",
+    "record_decision",
     "verify_chain",
 ]
 
@@ -152,6 +153,21 @@ async def append_audit(
     if row is None:  # pragma: no cover - INSERT ... RETURNING always returns the row
         raise RuntimeError("audit insert returned nothing")
     return int(row["seq"] if isinstance(row, Mapping) else row[0])
+
+
+async def record_decision(pool: AsyncConnectionPool[Any], record: AuditRecord, *, now: datetime) -> None:
+    """Record a decision taken in a turn.
+
+    In a turn on ``pool`` (:mod:`graph.turn_db`) the record is sent ahead of the turn's next
+    statement, committed in a transaction of its own before that statement runs: no round trip
+    of its own, and never after what the decision allowed. Elsewhere it is appended at once.
+    Either way its body is built (and checked by DLP) here.
+    """
+    turn = turn_db.current(pool)
+    if turn is None:
+        await append_audit(pool, record, now=now)
+        return
+    turn.send_ahead("INSERT INTO audit_log (body) VALUES (%s)", (record.body(now),))
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,7 +286,7 @@ def audited(name: str, node: NodeFn, provider: ServicesProvider) -> NodeFn:
                 str(getattr(svc.settings, "governance_mode", "enforce")),
             )
             if record is not None:
-                await append_audit(svc.db.pool, record, now=svc.clock())
+                await record_decision(svc.db.pool, record, now=svc.clock())
         return update
 
     node_with_audit.__name__ = name

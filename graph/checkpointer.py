@@ -69,8 +69,10 @@ class TurnSaver(AuditedPostgresSaver):
         if pipeline:
             release = turn is not None and turn.release_early and not turn.released
             try:
-                async with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
-                    # The turn's deferred bookkeeping goes first, in the same transaction (the
+                async with conn.pipeline() as pipe, conn.cursor(binary=True, row_factory=dict_row) as cur:
+                    if turn is not None:  # audit records first, each committed on its own
+                        await turn_db.queue_ahead(turn, pipe)
+                    # The turn's deferred bookkeeping goes next, in the same transaction (the
                     # pipeline's one Sync ends it): it commits with this write or not at all.
                     if release:
                         await cur.execute("BEGIN")
@@ -88,6 +90,8 @@ class TurnSaver(AuditedPostgresSaver):
             if release and turn is not None:
                 turn.released = True  # only once the pipeline synced without an error
         else:
+            if turn is not None:
+                await turn_db.flush_ahead(turn)
             async with conn.cursor(binary=True, row_factory=dict_row) as cur:
                 yield cur
 

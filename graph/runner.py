@@ -174,6 +174,7 @@ class TurnRunner:
                 with turn_db.bound(turn):
                     yield
             finally:
+                await turn_db.flush_ahead(turn)  # audit records the turn's last statements did not carry
                 if not turn.released:
                     await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph.checkpoint.base import CheckpointTuple
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncPipeline
 from psycopg.pq import TransactionStatus
 
-__all__ = ["TurnDb", "bound", "connection", "current", "transaction"]
+__all__ = ["TurnDb", "bound", "connection", "current", "flush_ahead", "queue_ahead", "transaction"]
 
 
 @dataclass(eq=False)
@@ -54,6 +54,17 @@ class TurnDb:
     """The picker's setup row for a new message, run in the lock's round trip (once)."""
     deferred: list[tuple[str, Any]] = field(default_factory=list)
     """Statements that commit with the turn's checkpoint (sent in its write's round trip)."""
+    ahead: list[tuple[str, Any]] = field(default_factory=list)
+    """Statements sent ahead of the turn's next one, each committed on its own (audit records)."""
+
+    def send_ahead(self, sql: str, params: Any) -> None:
+        """Commit ``sql`` on its own, in the round trip of the turn's next statement.
+
+        For audit records: a record is committed before anything the turn does next reaches the
+        database (in its own transaction, so it stays even if what follows fails), without a
+        round trip of its own. What is still queued when the turn ends is sent then.
+        """
+        self.ahead.append((sql, params))
 
     def take_setup(self, thread_id: str, owner_id: str, limit: int) -> tuple[bool, dict[str, Any] | None]:
         """(whether the picker's setup ran ahead for these arguments, its row), consuming it."""
@@ -117,11 +128,40 @@ def bound(turn: TurnDb) -> Iterator[TurnDb]:
             _current.set(None)
 
 
+async def queue_ahead(turn: TurnDb, pipeline: AsyncPipeline) -> None:
+    """Queue ``turn``'s statements sent ahead into ``pipeline`` (open on its connection), then a Sync.
+
+    The Sync ends their implicit transaction: they commit whatever the statements queued after
+    them do. psycopg has no public call that queues a Sync without waiting for it, so this uses
+    its pipeline's own ``_enqueue_sync`` (psycopg is pinned; ``tests/test_audit.py`` checks that a
+    record sent ahead commits when the statement after it fails).
+    """
+    statements, turn.ahead = turn.ahead, []
+    for sql, params in statements:
+        await turn.conn.execute(sql, params)
+    if statements:
+        pipeline._enqueue_sync()
+
+
+async def flush_ahead(turn: TurnDb) -> None:
+    """Send what is still queued ahead, in one round trip."""
+    if turn.ahead and not (turn.conn.closed or turn.conn.broken):
+        async with turn.conn.pipeline() as pipeline:
+            await queue_ahead(turn, pipeline)
+
+
 @asynccontextmanager
-async def connection(pool: Any) -> AsyncIterator[AsyncConnection[Any]]:
-    """The current turn's connection, or one from ``pool`` for the block."""
+async def connection(pool: Any, *, transaction_next: bool = False) -> AsyncIterator[AsyncConnection[Any]]:
+    """The current turn's connection, or one from ``pool`` for the block.
+
+    On the turn's connection, statements queued ahead (:meth:`TurnDb.send_ahead`) are committed
+    first, so nothing the block does runs before them. ``transaction_next``: the block opens a
+    :func:`transaction` at once, which sends them in its own first round trip instead.
+    """
     turn = current(pool)
     if turn is not None:
+        if not transaction_next:
+            await flush_ahead(turn)
         yield turn.conn
         return
     async with pool.connection() as conn:
@@ -135,12 +175,17 @@ async def transaction(conn: AsyncConnection[Any], *, read_only: bool = False) ->
     ``conn.transaction()`` spends a round trip on ``BEGIN`` and another on ``COMMIT``, and inside
     a pipeline it syncs on both. Here the block runs in a pipeline: ``BEGIN`` goes with its first
     statement whose result is read, ``COMMIT`` with whatever it sent last. Any error rolls back.
-    ``conn`` must be in autocommit mode (the pool's connections are) and outside a transaction.
+    On the current turn's connection, statements queued ahead go before ``BEGIN``, committed on
+    their own. ``conn`` must be in autocommit mode (the pool's connections are) and outside a
+    transaction.
     """
-    if conn.info.transaction_status != TransactionStatus.IDLE:
+    if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
         raise RuntimeError("a pipelined transaction needs an idle autocommit connection")
+    turn = _current.get()
     try:
-        async with conn.pipeline():
+        async with conn.pipeline() as pipeline:
+            if turn is not None and turn.conn is conn:
+                await queue_ahead(turn, pipeline)  # committed first, each on its own
             await conn.execute("BEGIN READ ONLY" if read_only else "BEGIN")
             yield conn
             await conn.execute("COMMIT")

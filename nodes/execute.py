@@ -20,7 +20,7 @@ from langgraph.runtime import Runtime
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
 from graph import turn_db
-from graph.audit import AuditRecord, append_audit
+from graph.audit import AuditRecord, record_decision
 from graph.perimeter import governance_policy
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Gate, Plan, RecentList, TurnState
@@ -56,7 +56,7 @@ async def _run_once(svc: Services, spec: ActionSpec, ctx: Context, plan: Plan, k
             # A read: one statement or a few, no transaction round trips needed.
             async with turn_db.connection(svc.db.pool) as conn:
                 return await spec.executor(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args), False
-        async with turn_db.connection(svc.db.pool) as conn:
+        async with turn_db.connection(svc.db.pool, transaction_next=True) as conn:
             async with turn_db.transaction(conn):
                 cur = await conn.execute(_LEDGER_GET, (key, ctx.owner_id))
                 row = await cur.fetchone()
@@ -102,7 +102,7 @@ async def _audit(
     svc: Services, ctx: Context, config: RunnableConfig, state: TurnState, plan: Plan, decision: str, reason: str,
     code: str, detail: dict[str, Any] | None = None,
 ) -> None:
-    await append_audit(
+    await record_decision(
         svc.db.pool,
         AuditRecord(
             owner_id=ctx.owner_id, stage="execute", decision=decision, reason=reason, code=code, tool=plan["tool"],

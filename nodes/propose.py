@@ -17,7 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from graph import turn_db
-from graph.audit import AuditRecord, append_audit
+from graph.audit import AuditRecord, record_decision
 from graph.perimeter import governance_policy
 from graph.services import ServicesProvider
 from graph.state import Context, Gate, Pending, Plan, TurnState
@@ -76,11 +76,14 @@ def make_propose(provider: ServicesProvider) -> Any:
                 preview = _generic_preview(spec, plan["args"])  # from the arguments alone: no statement
             else:
                 # One snapshot, read-only: the preview cannot write.
-                async with turn_db.connection(svc.db.pool) as conn, turn_db.transaction(conn, read_only=True):
+                async with (
+                    turn_db.connection(svc.db.pool, transaction_next=True) as conn,
+                    turn_db.transaction(conn, read_only=True),
+                ):
                     preview = await spec.preview(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args)
         except TollgateError as exc:
             sink.emit("error", code=exc.code, message=exc.message)
-            await append_audit(
+            await record_decision(
                 svc.db.pool,
                 AuditRecord(
                     owner_id=ctx.owner_id, stage="propose", decision="refuse", reason="preview_failed", code=exc.code,

@@ -294,3 +294,42 @@ async def _audit_rows(db: Database, owner: str) -> list[dict[str, Any]]:
     async with db.pool.connection() as conn:
         cur = await conn.execute("SELECT * FROM audit_log WHERE owner_id = %s ORDER BY seq", (owner,))
         return list(await cur.fetchall())
+
+
+async def _records_of(db: Database, owner: str, turn_id: str) -> int:
+    async with db.pool.connection() as conn:
+        cur = await conn.execute("SELECT count(*) AS n FROM audit_log WHERE owner_id = %s AND turn_id = %s", (owner, turn_id))
+        row = await cur.fetchone()
+    return int(row["n"]) if row else 0
+
+
+async def test_a_record_sent_ahead_commits_before_and_apart_from_what_follows(db: Database, owner: str) -> None:
+    """In a turn, a decision's record rides with the turn's next statement but in its own transaction."""
+    from graph import turn_db
+    from graph.audit import record_decision
+
+    async with db.pool.connection() as conn:
+        turn = turn_db.TurnDb(pool=db.pool, conn=conn, thread_id=owner + "/t")
+        with turn_db.bound(turn):
+            # Before a transaction that fails: the record stays, the transaction's writes do not.
+            await record_decision(db.pool, _record(owner, turn_id="turn_ahead_1"), now=NOW)
+            assert await _records_of(db, owner, "turn_ahead_1") == 0  # queued, not yet sent
+            with pytest.raises(psycopg.errors.DivisionByZero):
+                async with turn_db.connection(db.pool, transaction_next=True) as c, turn_db.transaction(c):
+                    await c.execute("INSERT INTO tasks (id, owner_id, title, created_at) VALUES ('tsk_ahead', %s, 'x', now())", (owner,))
+                    await c.execute("SELECT 1 / 0")
+            assert await _records_of(db, owner, "turn_ahead_1") == 1
+            cur = await conn.execute("SELECT count(*) AS n FROM tasks WHERE id = 'tsk_ahead'")
+            assert (await cur.fetchone())["n"] == 0
+            # Before a plain statement: sent first, even when that statement fails.
+            await record_decision(db.pool, _record(owner, turn_id="turn_ahead_2"), now=NOW)
+            with pytest.raises(psycopg.errors.DivisionByZero):
+                async with turn_db.connection(db.pool) as c:
+                    await c.execute("SELECT 1 / 0")
+            assert await _records_of(db, owner, "turn_ahead_2") == 1
+            # Whatever is left when the turn ends is flushed then.
+            await record_decision(db.pool, _record(owner, turn_id="turn_ahead_3"), now=NOW)
+            await turn_db.flush_ahead(turn)
+            assert await _records_of(db, owner, "turn_ahead_3") == 1 and not turn.ahead
+    async with db.pool.connection() as conn:
+        assert (await verify_chain(conn)).ok
