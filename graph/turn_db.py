@@ -7,7 +7,8 @@ connection however many statements it runs (no pool exhaustion under load, no ac
 release per statement), and statements can share round trips and commits: the runner reads
 the latest checkpoint (:meth:`TurnDb.prime`) and runs the picker's setup in the round trip that
 takes the lock, and the turn's closing bookkeeping (:meth:`TurnDb.defer`) and the lock's
-release go with its checkpoint write.
+release go with its checkpoint write. Audit records (:meth:`TurnDb.send_ahead`) ride with the
+turn's next statement, each committed on its own before it.
 
 Within a turn the graph runs one node at a time, and the checkpointer's own operations take
 :attr:`TurnDb.lock`, so the connection never carries two statements at once. Code outside the

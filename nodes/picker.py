@@ -133,6 +133,10 @@ def _fallback_event(sink: EventSink, role: str, answer: AIMessage) -> None:
         sink.emit("model_fallback", role=role, failed=failures, answered_by=answer.response_metadata.get("tollgate_provider"))
 
 
+_RESETTABLE = ("plan", "gate", "pending", "approval_request", "result", "steps", "lists_run", "usage", "superseded")
+"""Turn-scoped fields a new turn resets; their readers treat a missing value as the reset one."""
+
+
 def make_picker(provider: ServicesProvider) -> Any:
     """Build the picker node."""
     menus: dict[int, MenuBuilder] = {}
@@ -177,6 +181,11 @@ def make_picker(provider: ServicesProvider) -> Any:
                 "usage": [],
                 "superseded": pending["preview"] if pending and "decision" not in pending else None,
             }
+            # A channel already at its reset value is not written again: each write is a new
+            # version, hence one more blob in the turn's checkpoint (a new thread writes none).
+            for key in _RESETTABLE:
+                if state.get(key) == update[key] or (key not in state and not update[key]):
+                    del update[key]
             sink = EventSink(runtime.stream_writer, turn_id, 0)
         else:
             sink = EventSink(runtime.stream_writer, state.get("turn_id", ""), state.get("seq", 0))
@@ -276,7 +285,7 @@ def make_picker(provider: ServicesProvider) -> Any:
             text = message_text(new_messages[-1]) if new_messages and isinstance(new_messages[-1], AIMessage) else ""
             sink.emit("planner_decision", decision="reply", **tags)
             seq_update = {"gate": Gate(verdict="reply", reason="no_tool_call", message=text), "plan": None}
-        elif plan["action"] == "list" and f"{plan['tool']}.list" in (update["lists_run"] if new_turn else state.get("lists_run") or []):
+        elif plan["action"] == "list" and f"{plan['tool']}.list" in (update.get("lists_run", []) if new_turn else state.get("lists_run") or []):
             # The same list runs at most once per turn: answer from what it already returned.
             sink.emit("planner_decision", decision="reply", reason="list_already_run", **tags)
             seq_update = {"gate": Gate(verdict="reply", reason="list_already_run", message=""), "plan": None}
