@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -61,6 +62,7 @@ _COLUMNS: Final = (
     "owner_id", "thread_id", "turn_id", "stage", "decision", "reason", "code", "tool", "action", "args_hash", "mode",
 )
 _MAX_TEXT: Final = 200
+_SHA256_HEX: Final = re.compile(r"[0-9a-f]{64}")
 
 
 class AuditLeak(ValueError):
@@ -106,6 +108,8 @@ class AuditRecord:
             value = getattr(self, name)
             if not isinstance(value, str) or len(value) > _MAX_TEXT:
                 raise ValueError(f"audit field {name!r} must be a string of at most {_MAX_TEXT} characters")
+        if self.args_hash and not _SHA256_HEX.fullmatch(self.args_hash):
+            raise ValueError("audit field 'args_hash' must be a SHA-256 hex digest")
         detail: dict[str, Any] = {}
         for key, value in self.detail.items():
             if isinstance(value, list):
@@ -121,7 +125,9 @@ class AuditRecord:
         }
         # One scan of the values joined by newlines finds what a scan of each value finds (every
         # detector's boundaries hold at a newline) at a quarter of the cost: it runs on every decision.
-        report = scan_text("\n".join(_texts(doc)))
+        # The args hash and the timestamp are made here (checked above and by ``isoformat``), and
+        # the hash's 64 hex digits would only send the scanner decoding them as hex and base64.
+        report = scan_text("\n".join(_texts({k: v for k, v in doc.items() if k not in ("args_hash", "ts")})))
         if not report.clean:
             raise AuditLeak(report.kinds)
         return rfc8785.dumps(doc).decode("utf-8")

@@ -333,3 +333,12 @@ async def test_a_record_sent_ahead_commits_before_and_apart_from_what_follows(db
             assert await _records_of(db, owner, "turn_ahead_3") == 1 and not turn.ahead
     async with db.pool.connection() as conn:
         assert (await verify_chain(conn)).ok
+
+
+def test_the_args_hash_field_takes_only_a_sha256_digest(owner: str) -> None:
+    """The one field the DLP last guard skips (it is made here) is held to its exact format instead."""
+    _record(owner).body(NOW)
+    _record(owner, args_hash="").body(NOW)
+    for bad in ("AKIA" + "A" * 60, "ab" * 31, "AB" * 32, "ab" * 32 + "\n"):
+        with pytest.raises(ValueError, match="SHA-256"):
+            _record(owner, args_hash=bad).body(NOW)
