@@ -9,7 +9,7 @@ from starlette.responses import JSONResponse, Response
 
 from graph.background.api import decide_background
 from web import store
-from web.deps import AppDep, HubDep, PrincipalDep
+from web.deps import PrincipalDep
 from web.errors import documented
 from web.routes_chat import STREAM_RESPONSE
 from web.schemas import APPROVAL_ID_PATTERN, ApprovalOut, ApprovalsOut, DecisionRequest, runner_decision
@@ -21,9 +21,9 @@ router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
 
 
 @router.get("", summary="List the caller's pending approvals", responses=documented(401, 429, 503))
-async def list_approvals(principal: PrincipalDep, app: AppDep) -> ApprovalsOut:
+async def list_approvals(principal: PrincipalDep) -> ApprovalsOut:
     """Pending approvals of every thread of the caller, newest first."""
-    pending = await app.runner.pending_approvals(principal.context)
+    pending = await principal.app.runner.pending_approvals(principal.context)
     return ApprovalsOut(
         approvals=[
             ApprovalOut(
@@ -45,8 +45,6 @@ async def decide(
     approval_id: Annotated[str, Path(pattern=APPROVAL_ID_PATTERN)],
     body: DecisionRequest,
     principal: PrincipalDep,
-    app: AppDep,
-    hub: HubDep,
     request: Request,
 ) -> Response:
     """Decide a pending approval and resume its turn; the events continue the turn's sequence.
@@ -54,13 +52,13 @@ async def decide(
     An approval runs once: deciding one that is no longer pending (decided, superseded by a
     newer message) answers 409 and nothing runs. An edit goes through every check again.
     """
-    approval = await store.require_approval(app.services.db, principal.owner_id, approval_id)
+    approval = await store.require_approval(principal.app.services.db, principal.owner_id, approval_id)
     decision = runner_decision(body, approval.tool, approval.action)
     if approval.thread_id.startswith("bg:"):
         # A background run's approval: a worker continues the run; 202 with the run id.
-        run_id = await decide_background(app, principal.context, approval_id, decision)
+        run_id = await decide_background(principal.app, principal.context, approval_id, decision)
         return JSONResponse({"run_id": run_id, "status": "queued"}, status_code=202)
-    run, first = await hub.start(
-        principal.owner_id, approval.thread_id, app.runner.stream_decision(principal.context, approval_id, decision)
+    run, first = await principal.hub.start(
+        principal.owner_id, approval.thread_id, principal.app.runner.stream_decision(principal.context, approval_id, decision)
     )
-    return await respond_to_run(request, hub, run, first)
+    return await respond_to_run(request, principal.hub, run, first)

@@ -15,7 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from graph.background import api
 from graph.background.store import BackgroundRun, RunSource, RunStatus
-from web.deps import AppDep, PrincipalDep
+from web.deps import PrincipalDep
 from web.errors import documented
 from web.schemas import THREAD_ID_PATTERN
 
@@ -110,43 +110,42 @@ RunId = Annotated[str, Path(pattern=RUN_ID_PATTERN)]
 
 
 @router.post("", status_code=202, summary="Queue a background run", responses=documented(401, 404, 422, 429, 503))
-async def create(body: RunCreate, principal: PrincipalDep, app: AppDep) -> RunOut:
+async def create(body: RunCreate, principal: PrincipalDep) -> RunOut:
     """Queue a run of ``instruction``; a worker runs it as the caller, results go to ``thread_id``."""
-    run = await api.create_run(app, principal.context, body.instruction, origin_thread_id=body.thread_id)
+    run = await api.create_run(principal.app, principal.context, body.instruction, origin_thread_id=body.thread_id)
     return RunOut.of(run)
 
 
 @router.get("", summary="List the caller's background runs", responses=documented(401, 422, 429, 503))
 async def list_runs(
     principal: PrincipalDep,
-    app: AppDep,
     status: Annotated[RunStatus | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> RunsOut:
     """Newest first, optionally of one status."""
-    return RunsOut(runs=[RunOut.of(r) for r in await api.list_runs(app, principal.context, status=status, limit=limit)])
+    return RunsOut(runs=[RunOut.of(r) for r in await api.list_runs(principal.app, principal.context, status=status, limit=limit)])
 
 
 @router.get("/{run_id}", summary="A background run with its event ledger", responses=documented(401, 404, 429, 503))
-async def get_run(run_id: RunId, principal: PrincipalDep, app: AppDep) -> RunDetailOut:
+async def get_run(run_id: RunId, principal: PrincipalDep) -> RunDetailOut:
     """The run and everything recorded about it."""
-    detail = await api.get_run(app, principal.context, run_id)
+    detail = await api.get_run(principal.app, principal.context, run_id)
     return RunDetailOut.model_validate({k: v for k, v in detail.items() if k in RunDetailOut.model_fields})
 
 
 @router.post("/{run_id}/cancel", summary="Cancel a background run", responses=documented(401, 404, 429, 503))
-async def cancel(run_id: RunId, principal: PrincipalDep, app: AppDep) -> RunOut:
+async def cancel(run_id: RunId, principal: PrincipalDep) -> RunOut:
     """Queued, paused or waiting runs stop at once; a running one at its next step (``cancel_requested``)."""
-    return RunOut.of(await api.cancel_run(app, principal.context, run_id))
+    return RunOut.of(await api.cancel_run(principal.app, principal.context, run_id))
 
 
 @router.post("/{run_id}/pause", summary="Pause a background run", responses=documented(401, 404, 429, 503))
-async def pause(run_id: RunId, principal: PrincipalDep, app: AppDep) -> RunOut:
+async def pause(run_id: RunId, principal: PrincipalDep) -> RunOut:
     """A queued run pauses at once; a running one at its next step (``pause_requested``). Others stay as they are."""
-    return RunOut.of(await api.pause_run(app, principal.context, run_id))
+    return RunOut.of(await api.pause_run(principal.app, principal.context, run_id))
 
 
 @router.post("/{run_id}/resume", summary="Resume a paused background run", responses=documented(401, 404, 429, 503))
-async def resume(run_id: RunId, principal: PrincipalDep, app: AppDep) -> RunOut:
+async def resume(run_id: RunId, principal: PrincipalDep) -> RunOut:
     """A paused run is queued again (its turn starts over); others stay as they are."""
-    return RunOut.of(await api.unpause_run(app, principal.context, run_id))
+    return RunOut.of(await api.unpause_run(principal.app, principal.context, run_id))

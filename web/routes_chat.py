@@ -9,7 +9,7 @@ from starlette.responses import Response
 
 from policies.errors import NotFound
 from web import store
-from web.deps import AppDep, HubDep, PrincipalDep
+from web.deps import PrincipalDep
 from web.errors import documented
 from web.schemas import SSE_MESSAGE_SCHEMA, THREAD_ID_PATTERN, ChatRequest, EventsQuery, TurnResult
 from web.sse import event_stream, respond_to_run
@@ -53,23 +53,23 @@ _REPLAY_RESPONSE: dict[int | str, dict[str, Any]] = {
     response_class=Response,
     responses=STREAM_RESPONSE | documented(401, 404, 422, 429, 503),
 )
-async def chat(body: ChatRequest, principal: PrincipalDep, app: AppDep, hub: HubDep, request: Request) -> Response:
+async def chat(body: ChatRequest, principal: PrincipalDep, request: Request) -> Response:
     """Run a turn with the user's message on a new thread (no ``thread_id``) or one of the caller's.
 
     A message on a thread waiting for approval supersedes it: that approval can no longer run,
     and the reply says so. Two requests on one thread run one after the other.
     """
-    db = app.services.db
+    db = principal.app.services.db
     if body.thread_id is None:
         thread_id = await store.create_thread(db, principal.owner_id)
-        hub.owned.remember(principal.owner_id, thread_id)
+        principal.hub.owned.remember(principal.owner_id, thread_id)
     else:
         thread_id = body.thread_id
-        await hub.owned.require(db, principal.owner_id, thread_id)
-    run, first = await hub.start(
-        principal.owner_id, thread_id, app.runner.stream(principal.context, thread_id, body.message)
+        await principal.hub.owned.require(db, principal.owner_id, thread_id)
+    run, first = await principal.hub.start(
+        principal.owner_id, thread_id, principal.app.runner.stream(principal.context, thread_id, body.message)
     )
-    return await respond_to_run(request, hub, run, first)
+    return await respond_to_run(request, principal.hub, run, first)
 
 
 @router.get(
@@ -81,17 +81,15 @@ async def chat(body: ChatRequest, principal: PrincipalDep, app: AppDep, hub: Hub
 async def thread_events(
     thread_id: Annotated[str, Path(pattern=THREAD_ID_PATTERN)],
     principal: PrincipalDep,
-    app: AppDep,
-    hub: HubDep,
     query: Annotated[EventsQuery, Query()],
     last_event_id: Annotated[
         int, Header(alias="Last-Event-ID", ge=0, le=2**31 - 1, description="The `id` (seq) of the last event received.")
     ] = 0,
 ) -> Response:
     """Resume a stream: what a client missed of a turn, for a turn in flight or finished."""
-    db = app.services.db
+    db = principal.app.services.db
     await store.require_thread(db, principal.owner_id, thread_id)
     latest = await store.latest_event(db, thread_id, query.turn_id or None)
     if latest is None:
         raise NotFound("turn", query.turn_id or thread_id)
-    return event_stream(hub.follow(thread_id, latest["turn_id"], last_event_id))
+    return event_stream(principal.hub.follow(thread_id, latest["turn_id"], last_event_id))

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from web import store
-from web.deps import AppDep, HubDep, PrincipalDep
+from web.deps import PrincipalDep
 from web.errors import documented
 from web.schemas import THREAD_ID_PATTERN, ThreadDetail, ThreadQuery, ThreadsOut, ThreadsQuery
 
@@ -19,28 +19,25 @@ router = APIRouter(prefix="/v1/threads", tags=["threads"])
 @router.get("", summary="List the caller's threads", responses=documented(401, 422, 429, 503))
 async def list_threads(
     principal: PrincipalDep,
-    app: AppDep,
     query: Annotated[ThreadsQuery, Query()],
 ) -> ThreadsOut:
     """The caller's threads (from HTTP, the CLI or Studio), most recently active first."""
-    return ThreadsOut(threads=await store.list_threads(app.services.db, principal.owner_id, query.limit))
+    return ThreadsOut(threads=await store.list_threads(principal.app.services.db, principal.owner_id, query.limit))
 
 
 @router.get("/{thread_id}", summary="Read a thread", responses=documented(401, 404, 422, 429, 503))
 async def read_thread(
     thread_id: Annotated[str, Path(pattern=THREAD_ID_PATTERN)],
     principal: PrincipalDep,
-    app: AppDep,
-    hub: HubDep,
     query: Annotated[ThreadQuery, Query()],
 ) -> ThreadDetail:
     """The thread's messages, its status and the approval it waits on."""
-    db = app.services.db
+    db = principal.app.services.db
     thread = await store.require_thread(db, principal.owner_id, thread_id)
     pending = await store.pending_for_thread(db, principal.owner_id, thread_id)
     latest = await store.latest_event(db, thread_id)
     status = store.thread_status(pending=pending is not None, latest=latest)
-    if hub.running(thread_id):
+    if principal.hub.running(thread_id):
         status = "running"
     return ThreadDetail(
         thread_id=thread.thread_id,
