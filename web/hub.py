@@ -21,6 +21,7 @@ Followers are woken in process; a turn run by another process is followed by pol
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import weakref
 from collections.abc import AsyncIterator
@@ -37,6 +38,8 @@ __all__ = ["FAILED_RUN_MESSAGE", "LiveRun", "TurnHub"]
 
 _log = logging.getLogger("tollgate.web")
 _POLL_SECONDS = 1.0
+_LINGER_SECONDS = 0.02
+"""How long an event after a run's first may wait for others to share its log write."""
 _SHUTDOWN_GRACE_SECONDS = 10.0
 
 FAILED_RUN_MESSAGE: Final = "the turn failed before it completed"
@@ -261,19 +264,27 @@ class TurnHub:
 
 
 class _Recorder:
-    """Group commit of one run's events: what arrives while a write is in flight goes in the next one.
+    """Group commit of one run's events: what arrives while a write is in flight, or within
+    ``linger`` seconds of the previous write, goes in the next one.
 
-    The turn does not wait for its events to be written (a commit each), and followers are woken
-    once per write. An event is still visible only once it is in the log.
+    The run's first event is written at once (the response starts with it), and so is what is
+    queued when the run ends; events in between wait up to ``linger`` for company. The turn
+    does not wait for its events to be written (a commit each), and followers are woken once per
+    write. An event is still visible only once it is in the log.
     """
 
-    def __init__(self, hub: TurnHub, run: LiveRun, owner_id: str) -> None:
+    def __init__(self, hub: TurnHub, run: LiveRun, owner_id: str, *, linger: float = _LINGER_SECONDS) -> None:
         self.hub = hub
         self.run = run
         self.owner_id = owner_id
+        self.linger = linger
         self.pending: list[TurnEvent] = []
         self.task: asyncio.Task[None] | None = None
         self.error: Exception | None = None
+        self.urgent = asyncio.Event()
+        self.urgent.set()  # the first event goes at once
+        self.closing = False
+        """Set when the run is over: what is queued is written without lingering."""
 
     def add(self, event: TurnEvent) -> None:
         """Queue ``event`` for the log (after every event queued before it)."""
@@ -283,6 +294,9 @@ class _Recorder:
 
     async def _write(self) -> None:
         while self.pending and self.error is None:
+            if not self.urgent.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.urgent.wait(), timeout=self.linger)
             batch, self.pending = self.pending, []
             try:
                 recorded = await store.record_events(self.hub.db, self.owner_id, batch)
@@ -290,6 +304,8 @@ class _Recorder:
                 self.error = exc
                 return
             self.hub._recorded(self.run, recorded)
+            if not self.closing:
+                self.urgent.clear()
 
     def check(self) -> None:
         """Raise the error of a failed write, if one failed."""
@@ -297,13 +313,17 @@ class _Recorder:
             raise self.error
 
     async def drain(self) -> None:
-        """Wait until everything queued is in the log; raise if a write failed."""
+        """Write everything queued now, without lingering; raise if a write failed."""
+        self.closing = True
+        self.urgent.set()
         while self.task is not None and not self.task.done():
             await asyncio.shield(self.task)
         self.check()
 
     async def settle(self) -> None:
         """Wait for the write in flight (a failed run then records its end after it); never raise."""
+        self.closing = True
+        self.urgent.set()
         if self.task is not None and not self.task.done():
             await asyncio.wait([self.task])
 
