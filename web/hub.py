@@ -21,7 +21,6 @@ Followers are woken in process; a turn run by another process is followed by pol
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import weakref
 from collections.abc import AsyncIterator
@@ -62,6 +61,20 @@ class LiveRun:
     """Why it failed, when it failed after its first event."""
     recorded: list[TurnEvent] = field(default_factory=list)
     """Its events as recorded (JSON values, as the log returns them), in order: its own stream reads these."""
+
+
+async def _wait(event: asyncio.Event, seconds: float) -> bool:
+    """Wait until ``event`` is set or ``seconds`` pass; whether it was set.
+
+    ``asyncio.timeout`` rather than ``wait_for``: no task per wait (these run once per batch of
+    every stream).
+    """
+    try:
+        async with asyncio.timeout(seconds):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True
 
 
 def _retrieve(future: asyncio.Future[TurnEvent]) -> None:
@@ -214,9 +227,7 @@ class TurnHub:
                     return
             elif finished and not batch:
                 return  # it finished without a last event it could record (the database failed)
-            try:
-                await asyncio.wait_for(signal.wait(), timeout=_POLL_SECONDS)
-            except TimeoutError:
+            if not await _wait(signal, _POLL_SECONDS):
                 if run is None and not self.running(thread_id):
                     idle += _POLL_SECONDS
                     if idle >= self.idle_seconds:
@@ -247,10 +258,7 @@ class TurnHub:
                 yield batch
             if finished and not fresh:
                 return  # it finished without a last event it could record (the database failed)
-            try:
-                await asyncio.wait_for(signal.wait(), timeout=_POLL_SECONDS)
-            except TimeoutError:
-                pass
+            await _wait(signal, _POLL_SECONDS)
 
     async def close(self) -> None:
         """Let live runs finish for a short grace period, then cancel them."""
@@ -295,8 +303,7 @@ class _Recorder:
     async def _write(self) -> None:
         while self.pending and self.error is None:
             if not self.urgent.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.urgent.wait(), timeout=self.linger)
+                await _wait(self.urgent, self.linger)
             batch, self.pending = self.pending, []
             try:
                 recorded = await store.record_events(self.hub.db, self.owner_id, batch)
