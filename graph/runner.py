@@ -174,9 +174,11 @@ class TurnRunner:
                 with turn_db.bound(turn):
                     yield
             finally:
-                await turn_db.flush_ahead(turn)  # audit records the turn's last statements did not carry
-                if not turn.released:
-                    await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                try:
+                    await turn_db.flush_ahead(turn)  # audit records the turn's last statements did not carry
+                finally:
+                    if not turn.released:  # never return a connection to the pool holding the lock
+                        await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
     async def _require_thread(self, ctx: Context, thread_id: str, *, must_exist: bool) -> None:
         """Check ownership without taking the lock (for refusals that must not wait on a running turn)."""
