@@ -10,16 +10,17 @@ a replayed node produces the same request.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn, cast
 from zoneinfo import ZoneInfo
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
+from psycopg import AsyncConnection
 
 from graph import turn_db
 from graph.audit import AuditRecord, record_decision
 from graph.perimeter import governance_policy
-from graph.services import ServicesProvider
+from graph.services import Services, ServicesProvider
 from graph.state import Context, Gate, Pending, Plan, TurnState
 from nodes._common import sink_for, thread_id_of
 from policies.approval import ApprovalClaims, derive_nonce, mint_token
@@ -55,6 +56,37 @@ def _generic_preview(spec: ActionSpec, args: dict[str, Any]) -> str:
     return f"{spec.description.rstrip('.')}.\n{fields}"
 
 
+class _StoreNeeded(Exception):
+    """A preview reached for the store during its store-free attempt."""
+
+
+class _NoStore:
+    """The connection of a preview's store-free attempt: any use of it ends the attempt."""
+
+    def __getattr__(self, name: str) -> NoReturn:
+        raise _StoreNeeded(name)
+
+
+async def _render_preview(spec: ActionSpec, args: Any, ctx: Context, svc: Services) -> str:
+    """The preview, from the arguments alone when it can be, else from one read-only snapshot.
+
+    Many previews ("Add the task ...") need no store: a first attempt runs with a connection
+    that stops it at its first use, so those open no transaction. One that reads the store runs
+    again in a read-only transaction, where it cannot write (a preview only reads, so running
+    it again is safe).
+    """
+    try:
+        no_store = cast("AsyncConnection[Any]", _NoStore())
+        return await spec.preview(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), no_store), args)  # type: ignore[misc]
+    except _StoreNeeded:
+        pass
+    async with (
+        turn_db.connection(svc.db.pool, transaction_next=True) as conn,
+        turn_db.transaction(conn, read_only=True),
+    ):
+        return await spec.preview(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args)  # type: ignore[misc]
+
+
 def make_propose(provider: ServicesProvider) -> Any:
     """Build the propose node."""
 
@@ -75,12 +107,7 @@ def make_propose(provider: ServicesProvider) -> Any:
             if spec.preview is None:
                 preview = _generic_preview(spec, plan["args"])  # from the arguments alone: no statement
             else:
-                # One snapshot, read-only: the preview cannot write.
-                async with (
-                    turn_db.connection(svc.db.pool, transaction_next=True) as conn,
-                    turn_db.transaction(conn, read_only=True),
-                ):
-                    preview = await spec.preview(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args)
+                preview = await _render_preview(spec, args, ctx, svc)
         except TollgateError as exc:
             sink.emit("error", code=exc.code, message=exc.message)
             await record_decision(
