@@ -75,16 +75,19 @@ async def _render_preview(spec: ActionSpec, args: Any, ctx: Context, svc: Servic
     again in a read-only transaction, where it cannot write (a preview only reads, so running
     it again is safe).
     """
+    render = spec.preview
+    if render is None:
+        raise ValueError(f"{spec.name} has no preview")
     try:
         no_store = cast("AsyncConnection[Any]", _NoStore())
-        return await spec.preview(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), no_store), args)  # type: ignore[misc]
+        return await render(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), no_store), args)
     except _StoreNeeded:
         pass
     async with (
         turn_db.connection(svc.db.pool, transaction_next=True) as conn,
         turn_db.transaction(conn, read_only=True),
     ):
-        return await spec.preview(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args)  # type: ignore[misc]
+        return await render(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args)
 
 
 def make_propose(provider: ServicesProvider) -> Any:
