@@ -120,6 +120,19 @@ class ResilientChatModel(BaseChatModel):
         message.response_metadata["tollgate_model"] = model
         message.response_metadata["tollgate_fallbacks"] = list(failures)
 
+    @staticmethod
+    def _failed(failures: list[dict[str, str]], provider: str, exc: Exception) -> None:
+        """Note that ``provider`` failed (its error kind only, never the message), and log it."""
+        kind = failure_kind(exc)
+        failures.append({"provider": provider, "error": kind})
+        _log.warning("model provider %s failed (%s)", provider, kind)
+
+    def _fallback_for(self, tools: list[Any] | None) -> Any:
+        """The offline fallback, with the turn's tools bound; :class:`Unavailable` without one."""
+        if self.fallback is None:
+            raise Unavailable("every model provider")
+        return self.fallback.bind_tools(tools) if tools else self.fallback
+
     def _generate(
         self, messages: list[BaseMessage], stop: list[str] | None = None,
         run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any,
@@ -134,14 +147,11 @@ class ResilientChatModel(BaseChatModel):
                     with attempt:
                         message = runnable.invoke(messages)
             except Exception as exc:  # noqa: BLE001 - any provider failure moves to the next one
-                failures.append({"provider": provider.name, "error": failure_kind(exc)})
-                _log.warning("model provider %s failed (%s)", provider.name, failure_kind(exc))
+                self._failed(failures, provider.name, exc)
                 continue
             self._mark(message, provider.name, provider.model_name, failures)
             return ChatResult(generations=[ChatGeneration(message=message)])
-        if self.fallback is None:
-            raise Unavailable("every model provider")
-        message = (self.fallback.bind_tools(tools) if tools else self.fallback).invoke(messages)
+        message = self._fallback_for(tools).invoke(messages)
         self._mark(message, "offline", "offline", failures)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -158,15 +168,11 @@ class ResilientChatModel(BaseChatModel):
                     with attempt:
                         message = await runnable.ainvoke(messages)
             except Exception as exc:  # noqa: BLE001 - any provider failure moves to the next one
-                failures.append({"provider": provider.name, "error": failure_kind(exc)})
-                _log.warning("model provider %s failed (%s)", provider.name, failure_kind(exc))
+                self._failed(failures, provider.name, exc)
                 continue
             self._mark(message, provider.name, provider.model_name, failures)
             return ChatResult(generations=[ChatGeneration(message=message)])
-        if self.fallback is None:
-            raise Unavailable("every model provider")
-        runnable = self.fallback.bind_tools(tools) if tools else self.fallback
-        message = await runnable.ainvoke(messages)
+        message = await self._fallback_for(tools).ainvoke(messages)
         self._mark(message, "offline", "offline", failures)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -188,7 +194,7 @@ class ResilientChatModel(BaseChatModel):
             except StopAsyncIteration:
                 first, stream = AIMessageChunk(content=""), None
             except Exception as exc:  # noqa: BLE001 - any provider failure moves to the next one
-                failures.append({"provider": provider.name, "error": failure_kind(exc)})
+                self._failed(failures, provider.name, exc)
                 continue
             self._mark(first, provider.name, provider.model_name, failures)
             yield ChatGenerationChunk(message=first)
@@ -196,9 +202,7 @@ class ResilientChatModel(BaseChatModel):
                 async for chunk in stream:
                     yield ChatGenerationChunk(message=chunk)
             return
-        if self.fallback is None:
-            raise Unavailable("every model provider")
-        answer = await self.fallback.ainvoke(messages)
+        answer = await self._fallback_for(None).ainvoke(messages)
         chunk = AIMessageChunk(content=answer.content if isinstance(answer, AIMessage) else "")
         self._mark(chunk, "offline", "offline", failures)
         yield ChatGenerationChunk(message=chunk)
