@@ -8,8 +8,9 @@ State changes and job deferrals commit in one transaction.
 from __future__ import annotations
 
 import re
-from typing import Any, Final
+from typing import Any, Final, Literal
 
+from psycopg import AsyncConnection
 from pydantic import TypeAdapter, ValidationError
 
 from graph.app import App
@@ -93,21 +94,36 @@ async def list_runs(app: App, ctx: Context, *, status: RunStatus | None = None, 
         return await _list_runs(conn, ctx.owner_id, status=status, limit=max(1, min(limit, 200)))
 
 
+async def _owned_run(conn: AsyncConnection[Any], ctx: Context, run_id: str) -> BackgroundRun:
+    """The caller's run, or :class:`NotFound` (another owner's looks the same as none)."""
+    run = await load_run(conn, run_id, ctx.owner_id)
+    if run is None:
+        raise NotFound("background_run", run_id)
+    return run
+
+
+async def _ask_running(
+    conn: AsyncConnection[Any], run: BackgroundRun, flag: Literal["cancel_requested", "pause_requested"]
+) -> BackgroundRun:
+    """Flag a running run for its worker to honour at the next step boundary; other runs stay as they are."""
+    flagged = await transition(conn, run.run_id, from_=("running",), to="running", **{flag: True})
+    if flagged is None:
+        return run
+    await add_event(conn, run.run_id, flag, data={"by": "owner"})
+    return flagged
+
+
 async def get_run(app: App, ctx: Context, run_id: str) -> dict[str, Any]:
     """One of the caller's runs with its event ledger (``events``)."""
     async with app.services.db.pool.connection() as conn:
-        run = await load_run(conn, run_id, ctx.owner_id)
-        if run is None:
-            raise NotFound("background_run", run_id)
+        run = await _owned_run(conn, ctx, run_id)
         return run.to_dict() | {"events": await run_events(conn, run_id)}
 
 
 async def cancel_run(app: App, ctx: Context, run_id: str) -> BackgroundRun:
     """Cancel a run: queued, paused or waiting ones at once, a running one at its next step boundary; final ones stay as they are."""
     async with app.services.db.pool.connection() as conn, conn.transaction():
-        run = await load_run(conn, run_id, ctx.owner_id)
-        if run is None:
-            raise NotFound("background_run", run_id)
+        run = await _owned_run(conn, ctx, run_id)
         done = await transition(conn, run_id, from_=("queued", "paused", "awaiting_approval"), to="cancelled")
         if done is not None:
             await conn.execute(
@@ -117,11 +133,7 @@ async def cancel_run(app: App, ctx: Context, run_id: str) -> BackgroundRun:
             )
             await add_event(conn, run_id, "cancelled", data={"by": "owner"})
             return done
-        flagged = await transition(conn, run_id, from_=("running",), to="running", cancel_requested=True)
-        if flagged is not None:
-            await add_event(conn, run_id, "cancel_requested", data={"by": "owner"})
-            return flagged
-        return run
+        return await _ask_running(conn, run, "cancel_requested")
 
 
 async def pause_run(app: App, ctx: Context, run_id: str) -> BackgroundRun:
@@ -130,27 +142,19 @@ async def pause_run(app: App, ctx: Context, run_id: str) -> BackgroundRun:
     A run waiting on an approval is already paused in effect; final runs stay as they are.
     """
     async with app.services.db.pool.connection() as conn, conn.transaction():
-        run = await load_run(conn, run_id, ctx.owner_id)
-        if run is None:
-            raise NotFound("background_run", run_id)
+        run = await _owned_run(conn, ctx, run_id)
         done = await transition(conn, run_id, from_=("queued",), to="paused")
         if done is not None:
             await add_event(conn, run_id, "paused", data={"by": "owner"})
             return done
-        flagged = await transition(conn, run_id, from_=("running",), to="running", pause_requested=True)
-        if flagged is not None:
-            await add_event(conn, run_id, "pause_requested", data={"by": "owner"})
-            return flagged
-        return run
+        return await _ask_running(conn, run, "pause_requested")
 
 
 async def unpause_run(app: App, ctx: Context, run_id: str) -> BackgroundRun:
     """Queue a paused run again (a pause still pending on a running run is withdrawn)."""
     await ensure_queue_schema(app.services.db)
     async with app.services.db.pool.connection() as conn, conn.transaction():
-        run = await load_run(conn, run_id, ctx.owner_id)
-        if run is None:
-            raise NotFound("background_run", run_id)
+        run = await _owned_run(conn, ctx, run_id)
         moved = await transition(conn, run_id, from_=("paused",), to="queued")
         if moved is not None:
             await add_event(conn, run_id, "resumed_by_owner", data={"by": "owner"})
