@@ -393,13 +393,14 @@ class TurnRunner:
         """Decide an approval by id and collect the outcome (its thread is the events')."""
         return await self._collect("", self.stream_decision(ctx, approval_id, decision))
 
-    async def pending_approvals(self, ctx: Context) -> list[PendingApproval]:
-        """The caller's pending approvals, newest first."""
+    async def pending_approvals(self, ctx: Context, *, thread_id: str | None = None) -> list[PendingApproval]:
+        """The caller's pending approvals (of one thread, with ``thread_id``), newest first."""
         async with self.services.db.pool.connection() as conn:
             cur = await conn.execute(
                 """SELECT approval_id, thread_id, tool, action, preview, request, expires_at
-                   FROM approvals WHERE owner_id = %s AND status = 'pending' ORDER BY created_at DESC""",
-                (ctx.owner_id,),
+                   FROM approvals WHERE owner_id = %s AND status = 'pending'
+                   AND (%s::text IS NULL OR thread_id = %s) ORDER BY created_at DESC""",
+                (ctx.owner_id, thread_id, thread_id),
             )
             rows = await cur.fetchall()
         return [

@@ -24,15 +24,7 @@ router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
 async def list_approvals(principal: PrincipalDep) -> ApprovalsOut:
     """Pending approvals of every thread of the caller, newest first."""
     pending = await principal.app.runner.pending_approvals(principal.context)
-    return ApprovalsOut(
-        approvals=[
-            ApprovalOut(
-                approval_id=p.approval_id, thread_id=p.thread_id, tool=p.tool, action=p.action,
-                preview=p.preview, args=p.args, expires_at=p.expires_at,
-            )
-            for p in pending
-        ]
-    )
+    return ApprovalsOut(approvals=[ApprovalOut.of(p) for p in pending])
 
 
 @router.post(

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, Query
 from web import store
 from web.deps import PrincipalDep
 from web.errors import documented
-from web.schemas import THREAD_ID_PATTERN, ThreadDetail, ThreadQuery, ThreadsOut, ThreadsQuery
+from web.schemas import THREAD_ID_PATTERN, ApprovalOut, ThreadDetail, ThreadQuery, ThreadsOut, ThreadsQuery
 
 __all__ = ["router"]
 
@@ -34,7 +34,8 @@ async def read_thread(
     """The thread's messages, its status and the approval it waits on."""
     db = principal.app.services.db
     thread = await store.require_thread(db, principal.owner_id, thread_id)
-    pending = await store.pending_for_thread(db, principal.owner_id, thread_id)
+    waiting = await principal.app.runner.pending_approvals(principal.context, thread_id=thread_id)
+    pending = ApprovalOut.of(waiting[0]) if waiting else None
     latest = await store.latest_event(db, thread_id)
     status = store.thread_status(pending=pending is not None, latest=latest)
     if principal.hub.running(thread_id):

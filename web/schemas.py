@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from graph.events import EventType
 from policies.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from graph.runner import PendingApproval
 
 __all__ = [
     "APPROVAL_ID_PATTERN",
@@ -205,6 +209,11 @@ class ApprovalOut(BaseModel):
     """The exact arguments that will run (what an ``edit`` replaces)."""
     expires_at: str
     """ISO 8601 expiry; after it the approval resolves as rejected."""
+
+    @classmethod
+    def of(cls, pending: PendingApproval) -> ApprovalOut:
+        """The runner's pending approval, as the API shows it."""
+        return cls(**dataclasses.asdict(pending))
 
 
 class ApprovalsOut(BaseModel):

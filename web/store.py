@@ -18,7 +18,7 @@ from psycopg.types.json import Jsonb
 from graph.db import Database
 from graph.events import TurnEvent
 from policies.errors import NotFound
-from web.schemas import ApprovalOut, MessageOut, ThreadStatus, ThreadSummary
+from web.schemas import MessageOut, ThreadStatus, ThreadSummary
 
 __all__ = [
     "TERMINAL",
@@ -30,7 +30,6 @@ __all__ = [
     "events_after",
     "latest_event",
     "list_threads",
-    "pending_for_thread",
     "record_event",
     "record_events",
     "require_approval",
@@ -143,27 +142,6 @@ async def require_approval(db: Database, owner_id: str, approval_id: str) -> App
     return ApprovalRef(
         approval_id=row["approval_id"], thread_id=row["thread_id"], tool=row["tool"], action=row["action"]
     )
-
-
-def _approval(row: dict[str, Any]) -> ApprovalOut:
-    return ApprovalOut(
-        approval_id=row["approval_id"], thread_id=row["thread_id"], tool=row["tool"], action=row["action"],
-        preview=row["preview"], args=row["request"]["action_requests"][0]["args"],
-        expires_at=row["expires_at"].isoformat(),
-    )
-
-
-async def pending_for_thread(db: Database, owner_id: str, thread_id: str) -> ApprovalOut | None:
-    """The approval the thread waits on, if any."""
-    async with db.pool.connection() as conn:
-        cur = await conn.execute(
-            """SELECT approval_id, thread_id, tool, action, preview, request, expires_at FROM approvals
-               WHERE thread_id = %s AND owner_id = %s AND status = 'pending'
-               ORDER BY created_at DESC LIMIT 1""",
-            (thread_id, owner_id),
-        )
-        row = await cur.fetchone()
-    return _approval(row) if row else None
 
 
 def thread_status(*, pending: bool, latest: TurnEvent | None) -> ThreadStatus:
