@@ -30,6 +30,14 @@ from policies.fencing import new_nonce
 
 __all__ = ["claim_statement", "make_picker", "setup_statement"]
 
+# The user's prior requests (the picker's window), oldest first: a column of both setups.
+_PRIOR_COLUMN = """    (SELECT coalesce(json_agg(content ORDER BY id), '[]'::json) FROM (
+        SELECT id, content FROM transcript
+        WHERE thread_id = %(thread)s AND role = 'user'
+        ORDER BY id DESC LIMIT %(limit)s
+    ) prior) AS prior
+"""
+
 _SETUP_SQL = """
 WITH ins AS (
     INSERT INTO threads (thread_id, owner_id) VALUES (%(thread)s, %(owner)s)
@@ -46,12 +54,7 @@ WITH ins AS (
 SELECT
     (SELECT owner_id FROM ins) AS owner_id,
     (SELECT count(*) FROM superseded) AS superseded,
-    (SELECT coalesce(json_agg(content ORDER BY id), '[]'::json) FROM (
-        SELECT id, content FROM transcript
-        WHERE thread_id = %(thread)s AND role = 'user'
-        ORDER BY id DESC LIMIT %(limit)s
-    ) prior) AS prior
-"""
+""" + _PRIOR_COLUMN
 
 
 # Under the runner's thread lock the claim can wait for the turn's checkpoint write (one commit
@@ -71,12 +74,7 @@ SELECT
          THEN (SELECT owner_id FROM existing WHERE owner_id = %(owner)s)
          ELSE %(owner)s END AS owner_id,
     (SELECT count(*) FROM superseded) AS superseded,
-    (SELECT coalesce(json_agg(content ORDER BY id), '[]'::json) FROM (
-        SELECT id, content FROM transcript
-        WHERE thread_id = %(thread)s AND role = 'user'
-        ORDER BY id DESC LIMIT %(limit)s
-    ) prior) AS prior
-"""
+""" + _PRIOR_COLUMN
 _CLAIM_SQL = """INSERT INTO threads (thread_id, owner_id) VALUES (%s, %s)
     ON CONFLICT (thread_id) DO UPDATE SET updated_at = now() WHERE threads.owner_id = EXCLUDED.owner_id"""
 
