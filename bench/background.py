@@ -18,8 +18,9 @@ from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 
 from bench.env import Env
-from bench.procs import ROOT, process_env, started, tollgate_command
+from bench.procs import ROOT, started, tollgate_command
 from bench.rows import Row
+from graph._env import child_environment
 from graph.app import App, open_app
 from graph.background.api import create_run
 from graph.background.queue import ensure_queue_schema
@@ -91,7 +92,7 @@ async def run_background_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     size = 4 if smoke else 64
     budget = 60.0 if smoke else 180.0
     settings = env.settings.model_copy(update={"default_timezone": _TZ})
-    child_env = process_env(settings, TOLLGATE_WORKER_POLL_SECONDS="0.5")
+    child_env = child_environment(settings, TOLLGATE_WORKER_POLL_SECONDS="0.5")
     logs = ROOT / "var" / "bench" / "logs"
     results: list[tuple[int, float, int]] = []
     total_once = total = 0

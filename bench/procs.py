@@ -19,34 +19,13 @@ from pathlib import Path
 
 import httpx
 
-from graph.settings import Settings
 
-__all__ = ["ROOT", "STUDIO_LANGGRAPH", "free_port", "process_env", "started", "tollgate_command"]
+__all__ = ["ROOT", "STUDIO_LANGGRAPH", "free_port", "started", "tollgate_command"]
 
 ROOT = Path(__file__).resolve().parent.parent
 """The repository root."""
 STUDIO_LANGGRAPH = ROOT / ".venv-studio" / "bin" / "langgraph"
 """``langgraph dev`` lives in its own environment (see the Makefile)."""
-_INHERITED_OFF = ("TOLLGATE_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_")
-
-
-def process_env(settings: Settings, **extra: str) -> dict[str, str]:
-    """The environment of a benchmark process: the benchmark database and secret, nothing phoning home."""
-    assert settings.approval_secret is not None
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_OFF) and k != "DATABASE_URL"}
-    return env | {
-        "DATABASE_URL": str(settings.database_url),
-        "TOLLGATE_APPROVAL_SECRET": settings.approval_secret.get_secret_value(),
-        "TOLLGATE_DATA_DIR": str(settings.data_dir),
-        "TOLLGATE_DEFAULT_TIMEZONE": settings.default_timezone,
-        "LANGGRAPH_STRICT_MSGPACK": "true",
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        "LANGSMITH_TRACING": "false",
-        "LANGCHAIN_TRACING_V2": "false",
-        "LANGGRAPH_NO_VERSION_CHECK": "true",
-    } | extra
-
-
 def free_port() -> int:
     """A free TCP port on 127.0.0.1."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

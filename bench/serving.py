@@ -28,8 +28,9 @@ import psutil
 from httpx_sse import aconnect_sse
 
 from bench.env import Env
-from bench.procs import ROOT, STUDIO_LANGGRAPH, free_port, process_env, started, tollgate_command
+from bench.procs import ROOT, STUDIO_LANGGRAPH, free_port, started, tollgate_command
 from bench.rows import Row
+from graph._env import child_environment
 from graph.app import open_app
 from graph.db import Database
 from graph.services import utc_now
@@ -195,7 +196,7 @@ async def run_serving_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     settings = env.settings.model_copy(update={"rate_limit_burst": 100_000, "rate_limit_per_minute": 1_000_000,
                                                 "default_timezone": _TZ})
     logs = ROOT / "var" / "bench" / "logs"
-    child_env = process_env(settings, TOLLGATE_RATE_LIMIT_BURST="100000", TOLLGATE_RATE_LIMIT_PER_MINUTE="1000000")
+    child_env = child_environment(settings, TOLLGATE_RATE_LIMIT_BURST="100000", TOLLGATE_RATE_LIMIT_PER_MINUTE="1000000")
     with_dev = not smoke and STUDIO_LANGGRAPH.exists()
     async with open_app(settings) as app:
         owners = await _owners(app.services.db)

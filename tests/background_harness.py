@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from graph._env import child_environment
 from graph.db import Database
 from graph.settings import Settings
 
@@ -63,19 +63,14 @@ async def ledger_kinds(db: Database, run_id: str) -> list[str]:
 
 def worker_env(settings: Settings) -> dict[str, str]:
     """The environment a worker process needs to join the test database with the test's timings."""
-    assert settings.approval_secret is not None
-    return {
-        **os.environ,
-        "DATABASE_URL": str(settings.database_url),
-        "TOLLGATE_APPROVAL_SECRET": settings.approval_secret.get_secret_value(),
-        "TOLLGATE_DATA_DIR": str(settings.data_dir),
-        "TOLLGATE_DEFAULT_TIMEZONE": settings.default_timezone,
-        "TOLLGATE_WORKER_POLL_SECONDS": str(settings.worker_poll_seconds),
-        "TOLLGATE_WORKER_HEARTBEAT_SECONDS": str(settings.worker_heartbeat_seconds),
-        "TOLLGATE_WORKER_STALL_SECONDS": str(settings.worker_stall_seconds),
-        "TOLLGATE_SCHEDULER_TICK_SECONDS": str(settings.scheduler_tick_seconds),
-        "TOLLGATE_WORKER_CONCURRENCY": str(settings.worker_concurrency),
-    }
+    return child_environment(
+        settings,
+        TOLLGATE_WORKER_POLL_SECONDS=str(settings.worker_poll_seconds),
+        TOLLGATE_WORKER_HEARTBEAT_SECONDS=str(settings.worker_heartbeat_seconds),
+        TOLLGATE_WORKER_STALL_SECONDS=str(settings.worker_stall_seconds),
+        TOLLGATE_SCHEDULER_TICK_SECONDS=str(settings.scheduler_tick_seconds),
+        TOLLGATE_WORKER_CONCURRENCY=str(settings.worker_concurrency),
+    )
 
 
 @dataclass

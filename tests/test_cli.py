@@ -27,27 +27,15 @@ from pathlib import Path
 import httpx
 import pytest
 
+from graph._env import child_environment
 from graph.background.queue import ensure_queue_schema
 from graph.db import Database
 from graph.settings import Settings
 
 _TOLLGATE = str(Path(sys.executable).with_name("tollgate"))
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[=>]|\r")
-_INHERITED_OFF = ("TOLLGATE_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_")
-
-
 def _env(settings: Settings, **extra: str) -> dict[str, str]:
-    assert settings.approval_secret is not None
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_OFF) and k != "DATABASE_URL"}
-    return env | {
-        "DATABASE_URL": str(settings.database_url),
-        "TOLLGATE_APPROVAL_SECRET": settings.approval_secret.get_secret_value(),
-        "TOLLGATE_DATA_DIR": str(settings.data_dir),
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        "LANGSMITH_TRACING": "false",
-        "LANGGRAPH_NO_VERSION_CHECK": "true",
-        "TERM": "xterm-256color",
-    } | extra
+    return child_environment(settings, TERM="xterm-256color", **extra)
 
 
 class _Terminal:

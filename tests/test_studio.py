@@ -23,6 +23,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
+from graph._env import child_environment
 from graph.app import open_app
 from graph.checkpointer import open_checkpointer
 from graph.db import Database
@@ -37,22 +38,9 @@ from tools.demo import seed_demo
 
 _ROOT = Path(__file__).resolve().parent.parent
 _LANGGRAPH = _ROOT / ".venv-studio" / "bin" / "langgraph"
-_INHERITED_OFF = ("TOLLGATE_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_")
-
-
 def _env(settings: Settings) -> dict[str, str]:
     """The process environment: the session database, no model endpoint, nothing phoning home."""
-    assert settings.approval_secret is not None
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_OFF) and k != "DATABASE_URL"}
-    return env | {
-        "DATABASE_URL": str(settings.database_url),
-        "TOLLGATE_APPROVAL_SECRET": settings.approval_secret.get_secret_value(),
-        "TOLLGATE_DATA_DIR": str(settings.data_dir),
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        "LANGSMITH_TRACING": "false",
-        "LANGCHAIN_TRACING_V2": "false",
-        "LANGGRAPH_NO_VERSION_CHECK": "true",
-    }
+    return child_environment(settings)
 
 
 def _free_port() -> int:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+from graph._env import child_environment
 from graph.db import Database
 from graph.settings import Settings
 
@@ -16,13 +16,7 @@ _ROOT = Path(__file__).resolve().parent.parent
 
 
 def _run(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    assert settings.approval_secret is not None
-    env = {
-        **os.environ,
-        "DATABASE_URL": str(settings.database_url),
-        "TOLLGATE_APPROVAL_SECRET": settings.approval_secret.get_secret_value(),
-        "TOLLGATE_DATA_DIR": str(settings.data_dir),
-    }
+    env = child_environment(settings)
     return subprocess.run(
         [sys.executable, "-m", "tests.procs.turn", *args], cwd=_ROOT, env=env, capture_output=True, text=True, timeout=120
     )
