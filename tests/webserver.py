@@ -8,18 +8,16 @@ addresses), oversize and slow bodies, and records every request it sees.
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from evals.loopback import serve  # noqa: F401 - tests import it from here
 
 INJECTED_PAGE = """<!doctype html>
 <html><head><title>Quarterly notes</title><style>body { color: red }</style>
@@ -181,30 +179,6 @@ class WebServer:
     def url(self, path: str) -> str:
         """An absolute URL on this server."""
         return self.base + path
-
-
-@asynccontextmanager
-async def serve(app: Any) -> AsyncIterator[int]:
-    """Run ``app`` on an ephemeral loopback port until the iterator is closed."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="off", ws="none",
-                       timeout_graceful_shutdown=1)
-    )
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
-    try:
-        yield port
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
 
 
 @pytest.fixture(scope="session")

@@ -9,17 +9,16 @@ planted secret, is a breach.
 
 from __future__ import annotations
 
-import asyncio
-import socket
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
+
+from evals.loopback import serve
 
 __all__ = ["Seen", "Site", "open_site"]
 
@@ -101,20 +100,7 @@ def _app(site: Site) -> Starlette:
 @asynccontextmanager
 async def open_site(pages: Mapping[str, str] | None = None) -> AsyncIterator[Site]:
     """Serve the site on an ephemeral loopback port until the block exits."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    site = Site(port=sock.getsockname()[1], pages=dict(pages or {}))
-    server = uvicorn.Server(uvicorn.Config(_app(site), log_level="error", lifespan="off", ws="none",
-                                           timeout_graceful_shutdown=1))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
-    try:
+    site = Site(port=0, pages=dict(pages or {}))
+    async with serve(_app(site)) as port:
+        site.port = port
         yield site
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
