@@ -6,7 +6,6 @@ Owner-scoped like every route: another owner's run answers 404. The work happens
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -17,7 +16,7 @@ from graph.background import api
 from graph.background.store import BackgroundRun, RunSource, RunStatus
 from web.deps import PrincipalDep
 from web.errors import documented
-from web.schemas import THREAD_ID_PATTERN
+from web.schemas import THREAD_ID_PATTERN, storable
 
 __all__ = ["RUN_ID_PATTERN", "RunCreate", "RunDetailOut", "RunEventOut", "RunOut", "RunsOut", "router"]
 
@@ -25,19 +24,7 @@ RUN_ID_PATTERN = r"^run_[0-9a-f]{32}$"
 """Background run ids."""
 
 router = APIRouter(prefix="/v1/background-runs", tags=["background runs"])
-# NUL cannot be stored in PostgreSQL text and lone surrogates cannot be encoded as UTF-8.
-_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
-
-
-def _storable(text: str) -> str:
-    if _UNSTORABLE.search(text):
-        raise ValueError("text contains NUL or unpaired surrogate characters")
-    if not text.strip():
-        raise ValueError("text must not be blank")
-    return text
-
-
-Instruction = Annotated[str, StringConstraints(min_length=1, max_length=8000), AfterValidator(_storable)]
+Instruction = Annotated[str, StringConstraints(min_length=1, max_length=8000), AfterValidator(storable)]
 """A run's instruction: the rules of a chat message."""
 
 

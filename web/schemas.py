@@ -38,6 +38,7 @@ __all__ = [
     "ThreadSummary",
     "ThreadsOut",
     "ThreadsQuery",
+    "storable",
     "TurnResult",
     "runner_decision",
 ]
@@ -52,7 +53,8 @@ _MAX_NOTE = 2000
 _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
 
 
-def _storable(text: str) -> str:
+def storable(text: str) -> str:
+    """``text`` if PostgreSQL can store it and it is not blank; else ``ValueError`` (a 422)."""
     if _UNSTORABLE.search(text):
         raise ValueError("text contains NUL or unpaired surrogate characters")
     if not text.strip():
@@ -60,8 +62,8 @@ def _storable(text: str) -> str:
     return text
 
 
-Message = Annotated[str, StringConstraints(min_length=1, max_length=_MAX_MESSAGE), AfterValidator(_storable)]
-Note = Annotated[str, StringConstraints(min_length=1, max_length=_MAX_NOTE), AfterValidator(_storable)]
+Message = Annotated[str, StringConstraints(min_length=1, max_length=_MAX_MESSAGE), AfterValidator(storable)]
+Note = Annotated[str, StringConstraints(min_length=1, max_length=_MAX_NOTE), AfterValidator(storable)]
 ThreadId = Annotated[str, StringConstraints(pattern=THREAD_ID_PATTERN)]
 
 ApiErrorCode = ErrorCode | Literal["unauthenticated", "rate_limited"]
