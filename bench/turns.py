@@ -51,6 +51,20 @@ def _runner(
     return TurnRunner(build_graph(svc, checkpointer=saver), svc)
 
 
+async def _read(runner: TurnRunner, ctx: Context, prefix: str) -> None:
+    """One governed read turn on a new thread."""
+    out = await runner.send(ctx, prefix + uuid.uuid4().hex, "what's on my calendar today?")
+    assert out.outcome == "read", out.outcome
+
+
+async def _write_and_approve(runner: TurnRunner, ctx: Context, prefix: str) -> None:
+    """A write turn on a new thread, then its approval."""
+    out = await runner.send(ctx, prefix + uuid.uuid4().hex, "add a task to water the plants")
+    assert out.approval is not None, out.outcome
+    done = await runner.decide(ctx, out.approval.approval_id, {"type": "approve"})
+    assert done.outcome == "executed", done.outcome
+
+
 def _bare_agent(db: Database, saver: Any, owner: str) -> Any:
     async def list_calendar(range: str) -> str:  # noqa: A002 - the tool's argument name
         """List calendar events in a window."""
@@ -118,8 +132,7 @@ async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
         bare = _bare_agent(db, saver, owner)
 
         async def governed_read() -> None:
-            out = await ours.send(ctx, "p1-" + uuid.uuid4().hex, "what's on my calendar today?")
-            assert out.outcome == "read", out.outcome
+            await _read(ours, ctx, "p1-")
 
         async def bare_turn() -> None:
             await bare.ainvoke({"messages": [HumanMessage("what's on my calendar today?")]},
@@ -132,11 +145,7 @@ async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
         writer = _runner(db, env, saver, CyclicModel(call=_task_call))
 
         async def write_and_approve() -> None:
-            thread = "p2-" + uuid.uuid4().hex
-            out = await writer.send(ctx, thread, "add a task to water the plants")
-            assert out.approval is not None, out.outcome
-            done = await writer.decide(ctx, out.approval.approval_id, {"type": "approve"})
-            assert done.outcome == "executed", done.outcome
+            await _write_and_approve(writer, ctx, "p2-")
 
         a, b = await compare(write_and_approve, bare_turn, rounds)
         rows.append(Row("P2", "write turn + approval resume / one bare turn", f"{a * 1e3:.1f} ms / {b * 1e3:.1f} ms = {a / b:.2f}",
@@ -193,15 +202,10 @@ async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
         approver = _runner(counted, env, counted_saver, CyclicModel(call=_task_call), prune=False)
 
         async def counted_read() -> None:
-            out = await reader.send(ctx, "p6-" + uuid.uuid4().hex, "what's on my calendar today?")
-            assert out.outcome == "read", out.outcome
+            await _read(reader, ctx, "p6-")
 
         async def counted_write() -> None:
-            thread = "p6w-" + uuid.uuid4().hex
-            out = await approver.send(ctx, thread, "add a task to water the plants")
-            assert out.approval is not None, out.outcome
-            done = await approver.decide(ctx, out.approval.approval_id, {"type": "approve"})
-            assert done.outcome == "executed", done.outcome
+            await _write_and_approve(approver, ctx, "p6w-")
 
         for _ in range(3):  # warm-up: psycopg prepares each statement once per connection
             await counted_read()
