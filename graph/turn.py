@@ -1,10 +1,15 @@
 """The turn graph: picker → tier_gate → id_validation → propose → approval → execute → naturalize.
 
 ```
-START → picker ─┬─ call ──→ tier_gate ─┬─ execute/propose → id_validation ─┬─ read ──→ execute
-                │                      ├─ read without ids ─────────────────│────────→ execute
-                │                      └─ refuse ─────────────┐            ├─ write → propose → approval ─┬→ execute
-                └─ reply / clarify ───────────────────────────┴→ naturalize ←┴─ clarify                    └→ naturalize
+START → picker ─┬─ call ──→ tier_gate ─┬─ carries ids ──→ id_validation ─┬─ read ──→ execute
+                │                      │                                 ├─ write ─→ propose
+                │                      │                                 └─ clarify → naturalize
+                │                      ├─ read without ids ───────────────────────→ execute
+                │                      ├─ write without ids ──────────────────────→ propose
+                │                      └─ refuse / clarify ───────────────────────→ naturalize
+                └─ reply / clarify ───────────────────────────────────────────────→ naturalize
+propose ─┬─ request built → approval ─┬─ approved (an edit re-checked) → execute
+         └─ preview failed → naturalize └─ rejected / expired / invalid → naturalize
 execute ─┬─ read, budget left → picker (next step)
          ├─ read, budget spent → offer ─┬─ chat → propose (continue as a background run?)
          │                              └─ otherwise → naturalize
@@ -43,13 +48,16 @@ def _after_picker(state: TurnState) -> Literal["tier_gate", "naturalize"]:
     return "tier_gate" if state.get("plan") is not None else "naturalize"
 
 
-def _after_gate(state: TurnState) -> Literal["id_validation", "execute", "naturalize"]:
+def _after_gate(state: TurnState) -> Literal["id_validation", "execute", "propose", "naturalize"]:
     gate = state.get("gate") or {}
     plan = state.get("plan")
-    if plan is None or gate.get("verdict") not in ("execute", "propose"):
+    verdict = gate.get("verdict")
+    if plan is None or verdict not in ("execute", "propose"):
         return "naturalize"
-    # The gate hashes the final arguments of a read without ids (nothing to bind); all else binds ids.
-    return "execute" if gate.get("verdict") == "execute" and "args_hash" in plan else "id_validation"
+    # The gate hashes the final arguments of a call without ids (nothing to bind); all else binds ids.
+    if "args_hash" not in plan:
+        return "id_validation"
+    return "execute" if verdict == "execute" else "propose"
 
 
 def _after_ids(state: TurnState) -> Literal["execute", "propose", "naturalize"]:

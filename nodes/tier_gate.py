@@ -84,11 +84,14 @@ def make_tier_gate(provider: ServicesProvider) -> Any:
                 ),
             }
         fresh: Plan = {k: v for k, v in plan.items() if k != "args_hash"} | {"args": decision.args}  # type: ignore[assignment]
-        if decision.verdict == "execute" and spec is not None and not spec.id_fields:
-            # A read that carries no ids has nothing to bind: its arguments are final, and it goes
-            # straight to execute (DESIGN's "read (allowlist) -> execute"). Anything with ids,
-            # and every write, passes id validation.
+        if spec is not None and not spec.id_fields:
+            # An action that carries no ids has nothing to bind: its arguments are final here, so
+            # the gate seals them as id validation would (hash, and for a proposal its start) and
+            # the call goes straight on: a read to execute (DESIGN's "read (allowlist) ->
+            # execute"), a write to propose. Anything with ids passes id validation.
             fresh["args_hash"] = decision.args_hash
+            if decision.verdict == "propose":
+                fresh["proposed_at"] = int(svc.clock().timestamp())
         return {"plan": fresh, "gate": Gate(verdict=decision.verdict, reason=decision.reason, tier=decision.tier)}
 
     return tier_gate

@@ -223,21 +223,29 @@ def _escapes(match: str) -> str:
 
 
 def _views(text: str) -> Iterator[tuple[Layer, str]]:
-    """Decoded views of ``text`` one level down (each is strictly derived from the input)."""
-    if _PERCENT.search(text):
+    """Decoded views of ``text`` one level down (each is strictly derived from the input).
+
+    The ``in`` tests and the hex scan's condition only skip a regex call that could not match:
+    most text has none of these characters and no long runs, and a call costs more than the test.
+    """
+    if "%" in text and _PERCENT.search(text):
         decoded = unquote(text, errors="replace")
         if decoded != text:
             yield "percent", decoded
-    if _ESCAPE.search(text):
+    if "\\" in text and _ESCAPE.search(text):
         yield "escape", _ESCAPE.sub(lambda m: _escapes(m.group(0)), text)
-    if _ENTITY.search(text):
+    if "&" in text and _ENTITY.search(text):
         decoded = html.unescape(text)
         if decoded != text:
             yield "html_entity", decoded
+    runs = False
     for match in _BASE64.finditer(text):
+        runs = True
         decoded = _b64(match.group(0))
         if decoded is not None:
             yield "base64", decoded
+    if not runs:
+        return  # a hex run of 24 or more is also a base64-alphabet run of 16 or more
     for match in _HEX.finditer(text):
         decoded = _printable(bytes.fromhex(match.group(0)))
         if decoded is not None:

@@ -10,6 +10,9 @@ import json
 import time
 from urllib.parse import quote
 
+from hypothesis import given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
 import pytest
 
 from policies import _dlp_patterns
@@ -235,3 +238,13 @@ def test_a_megabyte_of_pathological_input_scans_quickly(name: str) -> None:
     report: DlpReport = scan_text(_PATHOLOGICAL[name], DlpPolicy(max_chars=2_000_000))
     assert time.monotonic() - started < 10.0
     assert report.failure is None
+
+
+@given(st.text(alphabet="0123456789abcdefABCDEF-_+/= %&\\xu;#\n", max_size=80))
+@hyp_settings(max_examples=300, deadline=None)
+def test_the_hex_view_is_only_skipped_where_it_could_not_match(text: str) -> None:
+    """The scanner looks for hex runs only where it found a base64-alphabet run: never a miss."""
+    from policies.dlp import _BASE64, _HEX
+
+    if _HEX.search(text):
+        assert _BASE64.search(text)

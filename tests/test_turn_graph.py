@@ -5,8 +5,9 @@ from __future__ import annotations
 import graph._env  # noqa: F401
 from graph.state import Context
 from graph.studio import graph
+from policies.approval import args_hash
 from tests.fakes import ScriptedModel
-from tests.harness import Turns
+from tests.harness import Clock, Turns
 
 
 def test_the_drawn_graph_has_exactly_the_designed_edges() -> None:
@@ -14,7 +15,7 @@ def test_the_drawn_graph_has_exactly_the_designed_edges() -> None:
     assert edges == {
         ("__start__", "picker"),
         ("picker", "tier_gate"), ("picker", "naturalize"),
-        ("tier_gate", "id_validation"), ("tier_gate", "execute"), ("tier_gate", "naturalize"),
+        ("tier_gate", "id_validation"), ("tier_gate", "execute"), ("tier_gate", "propose"), ("tier_gate", "naturalize"),
         ("id_validation", "execute"), ("id_validation", "propose"), ("id_validation", "naturalize"),
         ("propose", "approval"), ("propose", "naturalize"),
         ("approval", "execute"), ("approval", "naturalize"),
@@ -53,3 +54,22 @@ async def test_a_read_without_ids_skips_id_validation_and_one_with_ids_does_not(
     model.push(call("mail__read", {"message_id": "msg_not_listed"}))
     nodes = await _nodes_run(turns, ctx, "t-graph-2", "read msg_not_listed")
     assert nodes == ["picker", "tier_gate", "id_validation", "naturalize"]
+
+
+async def test_a_write_without_ids_skips_id_validation_and_one_with_ids_does_not(
+    turns: Turns, model: ScriptedModel, ctx: Context, clock: Clock
+) -> None:
+    from tests.fakes import call
+
+    model.push(call("tasks__create", {"title": "water the plants"}))
+    assert await _nodes_run(turns, ctx, "t-graph-3", "add a task to water the plants") == ["picker", "tier_gate", "propose"]
+    # The gate sealed the arguments as id validation would have: their hash and the proposal's start.
+    state = (await turns.runner.graph.aget_state({"configurable": {"thread_id": "t-graph-3"}})).values
+    assert state["plan"]["args_hash"] == args_hash(state["plan"]["args"])
+    assert state["plan"]["proposed_at"] == int(clock().timestamp())
+    done = await turns.runner.resume(ctx, "t-graph-3", {"token": state["pending"]["token"], "decisions": [{"type": "approve"}]})
+    assert done.outcome == "executed"
+    model.push(call("tasks__list", {}), call("tasks__complete", {"task_id": "#1"}))
+    assert await _nodes_run(turns, ctx, "t-graph-3", "tick off the first task") == [
+        "picker", "tier_gate", "execute", "picker", "tier_gate", "id_validation", "propose"
+    ]
