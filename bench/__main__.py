@@ -24,6 +24,7 @@ from bench.env import Env, open_env
 from bench.rows import Row
 from bench.serving import run_serving_benchmarks
 from bench.turns import run_turn_benchmarks
+from graph.gc_tuning import freeze_startup_objects
 
 _SUITES: dict[str, Callable[..., Awaitable[list[Row]]]] = {
     "P1,P2,P4,P5,P6": run_turn_benchmarks,
@@ -57,6 +58,9 @@ async def _main(smoke: bool, only: set[str], profile: Path | None) -> int:
 
         profiler = Profiler(async_mode="enabled")
         profiler.start()
+    # As a Tollgate process does once it has started (graph.app.open_app): both sides of every
+    # in-process comparison run in this process, so they share the same collector settings.
+    freeze_startup_objects()
     async with open_env() as env:
         rows = await _run(env, smoke, only)
     if profiler is not None and profile is not None:

@@ -11,6 +11,7 @@ from langchain_core.language_models import BaseChatModel
 
 from graph.checkpointer import open_checkpointer
 from graph.db import Database, open_database
+from graph.gc_tuning import freeze_startup_objects
 from graph.llm import build_model
 from graph.runner import TurnRunner
 from graph.services import Hooks, Services, utc_now
@@ -84,4 +85,5 @@ async def open_app(
         )
         saver = await open_checkpointer(db)
         graph = build_graph(services, checkpointer=saver)
+        freeze_startup_objects()  # the first app of a process: its start-up objects leave the collector's scans
         yield App(services=services, runner=TurnRunner(graph, services))
