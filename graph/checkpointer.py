@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -25,7 +26,13 @@ from graph import turn_db
 from graph.checkpoint_guard import AuditedPostgresSaver, CheckpointRefused, StrictSerializer, assert_strict
 from graph.db import Database
 
-__all__ = ["TurnSaver", "open_checkpointer", "strict_serializer"]
+__all__ = ["INTERRUPT_CHANNEL", "TurnSaver", "open_checkpointer", "strict_serializer"]
+
+INTERRUPT_CHANNEL = "__interrupt__"
+"""LangGraph's channel for interrupt writes (private to LangGraph 1.x, which is pinned)."""
+
+_interrupt_writes: ContextVar[bool] = ContextVar("tollgate_interrupt_writes", default=False)
+"""Set while :meth:`TurnSaver.aput_writes` stores the interrupt that ends a turn's run."""
 
 
 def strict_serializer() -> JsonPlusSerializer:
@@ -67,7 +74,7 @@ class TurnSaver(AuditedPostgresSaver):
         self, conn: AsyncConnection[Any], pipeline: bool, turn: turn_db.TurnDb | None = None
     ) -> AsyncIterator[AsyncCursor[DictRow]]:
         if pipeline:
-            release = turn is not None and turn.release_early and not turn.released
+            release = turn is not None and not turn.released and (turn.release_early or _interrupt_writes.get())
             try:
                 async with conn.pipeline() as pipe, conn.cursor(binary=True, row_factory=dict_row) as cur:
                     if turn is not None:  # audit records first, each committed on its own
@@ -95,10 +102,14 @@ class TurnSaver(AuditedPostgresSaver):
             async with conn.cursor(binary=True, row_factory=dict_row) as cur:
                 yield cur
 
-    def latest_query(self, thread_id: str) -> tuple[str, tuple[str, str]]:
+    def latest_query(self, thread_id: str) -> tuple[str, tuple[Any, ...]]:
         """The statement :meth:`aget_tuple` runs for the latest checkpoint of ``thread_id`` (for priming)."""
-        where = "WHERE thread_id = %s AND checkpoint_ns = %s ORDER BY checkpoint_id DESC LIMIT 1"
-        return self.SELECT_SQL + where, (thread_id, "")
+        return self.latest_query_for("%s", (thread_id,))
+
+    def latest_query_for(self, thread_sql: str, params: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
+        """:meth:`latest_query` for the thread an SQL expression (``thread_sql`` with ``params``) selects."""
+        where = f"WHERE thread_id = {thread_sql} AND checkpoint_ns = %s ORDER BY checkpoint_id DESC LIMIT 1"
+        return self.SELECT_SQL + where, (*params, "")
 
     async def load_latest(self, row: dict[str, Any] | None) -> tuple[bool, CheckpointTuple | None]:
         """Load a row of :meth:`latest_query`: (whether it could be loaded here, the tuple).
@@ -123,6 +134,21 @@ class TurnSaver(AuditedPostgresSaver):
             if primed:
                 return saved
         return await super().aget_tuple(config)
+
+    async def aput_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        turn = turn_db.current(self.conn)
+        if turn is None or not turn.release_with_interrupt or all(channel != INTERRUPT_CHANNEL for channel, _ in writes):
+            await super().aput_writes(config, writes, task_id, task_path)
+            return
+        # An interrupt's writes end a run whose checkpoint is written at its exit (it was, just
+        # before them): the lock goes in their round trip, once they have committed.
+        marked = _interrupt_writes.set(True)  # this task's own context: no other write sees it
+        try:
+            await super().aput_writes(config, writes, task_id, task_path)
+        finally:
+            _interrupt_writes.reset(marked)
 
     async def aput(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions

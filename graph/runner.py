@@ -22,24 +22,23 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
-from psycopg.rows import dict_row
+from psycopg import AsyncConnection, AsyncCursor
+from psycopg.rows import DictRow, dict_row
 from psycopg.types.json import Jsonb
 
 from graph import turn_db
 from graph.audit import AuditRecord, append_audit
-from graph.checkpointer import TurnSaver
+from graph.checkpointer import INTERRUPT_CHANNEL, TurnSaver
 from graph.events import TurnEvent
 from graph.services import Services
 from graph.state import Context
 from nodes.picker import claim_statement, setup_statement
-from policies.approval import read_token
+from policies.approval import ApprovalClaims, read_token
 from policies.errors import ApprovalExpired, ApprovalInvalid, InvalidArgs, NotFound
-from policies.hitl import ApprovalRequest, parse_resume
+from policies.hitl import ApprovalRequest, ApprovalResume, parse_resume
 
 __all__ = ["PendingApproval", "TurnOutcome", "TurnRunner"]
 
-# LangGraph's channel for interrupt writes (private to LangGraph 1.x, which is pinned).
-_INTERRUPT_CHANNEL = "__interrupt__"
 _STATUS = {"approve": "approved", "edit": "edited", "reject": "rejected", "expired": "expired", "invalid": "rejected"}
 _MAX_MESSAGE = 8000
 _DECIDED_SQL = """UPDATE approvals SET status = %s, decided_at = now()
@@ -101,6 +100,39 @@ def _lock_key(thread_id: str) -> int:
     return int.from_bytes(hashlib.sha256(thread_id.encode()).digest()[:8], "big", signed=True)
 
 
+# The same key computed by PostgreSQL (the first 8 bytes of SHA-256, as a signed big-endian integer).
+_LOCK_KEY_OF_THREAD_ID = "('x' || left(encode(sha256(convert_to(thread_id, 'UTF8')), 'hex'), 16))::bit(64)::bigint"
+_LOCK_SQL = "SELECT pg_advisory_lock(%s) AS locked, (SELECT owner_id FROM threads WHERE thread_id = %s) AS owner_id"
+_LOCK_APPROVAL_SQL = f"""SELECT thread_id,
+                                CASE WHEN status = 'pending' THEN pg_advisory_lock({_LOCK_KEY_OF_THREAD_ID}) IS NOT NULL END
+                                  AS locked
+                         FROM approvals WHERE approval_id = %s AND owner_id = %s"""
+# Read after the lock is granted (a statement of its own, so a snapshot of its own): the status
+# the lock was asked for on may have changed while it waited.
+_APPROVAL_UNDER_LOCK_SQL = """SELECT a.status, a.request,
+                                     (SELECT owner_id FROM threads t WHERE t.thread_id = a.thread_id) AS thread_owner
+                              FROM approvals a WHERE a.approval_id = %s AND a.owner_id = %s"""
+_APPROVAL_THREAD_SQL = "(SELECT thread_id FROM approvals WHERE approval_id = %s AND owner_id = %s)"
+
+
+async def _read_latest(conn: AsyncConnection[Any], query: tuple[str, Any] | None) -> AsyncCursor[DictRow] | None:
+    """Send the checkpointer's latest-checkpoint ``query`` on ``conn`` (binary rows, as it reads them)."""
+    if query is None:
+        return None
+    cur = conn.cursor(binary=True, row_factory=dict_row)
+    await cur.execute(*query)
+    return cur
+
+
+async def _release(turn: turn_db.TurnDb) -> None:
+    """Send what the turn still has to send ahead, then release its lock (unless its last write did)."""
+    try:
+        await turn_db.flush_ahead(turn)  # audit records the turn's last statements did not carry
+    finally:
+        if not turn.released:  # never return a connection to the pool holding the lock
+            await turn.conn.execute("SELECT pg_advisory_unlock(%s)", (turn.lock_key,))
+
+
 # Turns holding a thread lock, per pool. A turn holds one connection for its lock and takes
 # others briefly for its statements; if every connection of the pool held a lock, no turn could
 # take a second one and all would wait for the pool's timeout. Keeping half the pool for
@@ -140,21 +172,15 @@ class TurnRunner:
         indistinguishable from a missing one (``NotFound``). The turn's statements run on this
         same connection (:mod:`graph.turn_db`).
         """
-        key = _lock_key(thread_id)
         pool = self.services.db.pool
-        saver = self.graph.checkpointer if isinstance(self.graph.checkpointer, TurnSaver) else None
+        saver = self._saver()
         limit = self.services.settings.history_turns
         async with _slots(pool), pool.connection() as conn:
-            turn = turn_db.TurnDb(pool=pool, conn=conn, thread_id=thread_id, lock_key=key)
+            turn = turn_db.TurnDb(pool=pool, conn=conn, thread_id=thread_id, lock_key=_lock_key(thread_id))
             try:
                 async with conn.pipeline():
-                    cur = await conn.execute(
-                        "SELECT pg_advisory_lock(%s) AS locked, (SELECT owner_id FROM threads WHERE thread_id = %s) AS owner_id",
-                        (key, thread_id),
-                    )
-                    latest = conn.cursor(binary=True, row_factory=dict_row) if saver is not None else None
-                    if latest is not None and saver is not None:
-                        await latest.execute(*saver.latest_query(thread_id))
+                    cur = await conn.execute(_LOCK_SQL, (turn.lock_key, thread_id))
+                    latest = await _read_latest(conn, saver.latest_query(thread_id) if saver is not None else None)
                     setup = (
                         await conn.execute(*setup_statement(thread_id, ctx.owner_id, limit, locked=True))
                         if new_message else None
@@ -163,22 +189,72 @@ class TurnRunner:
                 owner = row["owner_id"] if row else None
                 if (owner is None and must_exist) or (owner is not None and owner != ctx.owner_id):
                     raise NotFound("thread", thread_id)
-                if latest is not None and saver is not None:
-                    loaded, saved = await saver.load_latest(await latest.fetchone())
-                    await latest.close()
-                    if loaded:
-                        turn.prime(thread_id, saved)
+                await self._prime(turn, latest)
                 if setup is not None:
                     turn.setup[(thread_id, ctx.owner_id, limit)] = await setup.fetchone()
                     turn.defer(*claim_statement(thread_id, ctx.owner_id))  # commits with the checkpoint
                 with turn_db.bound(turn):
                     yield
             finally:
-                try:
-                    await turn_db.flush_ahead(turn)  # audit records the turn's last statements did not carry
-                finally:
-                    if not turn.released:  # never return a connection to the pool holding the lock
-                        await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                await _release(turn)
+
+    @asynccontextmanager
+    async def _owned_approval(self, ctx: Context, approval_id: str) -> AsyncIterator[tuple[str, ApprovalRequest]]:
+        """Hold the lock of the thread of the caller's pending approval ``approval_id``; yield (thread, request).
+
+        Like :meth:`_owned_thread`, in one round trip, without knowing the thread first: the
+        approval row names it, the lock is taken only while the approval is pending, then the
+        row and the thread's latest checkpoint are read again under it. Another owner's
+        approval is indistinguishable from a missing one (``NotFound``); one that is no longer
+        pending is refused (``ApprovalInvalid``) and leaves the lock free.
+        """
+        pool = self.services.db.pool
+        saver = self._saver()
+        owner = ctx.owner_id
+        async with _slots(pool), pool.connection() as conn:
+            try:
+                async with conn.pipeline():
+                    lock = await conn.execute(_LOCK_APPROVAL_SQL, (approval_id, owner))
+                    fresh = await conn.execute(_APPROVAL_UNDER_LOCK_SQL, (approval_id, owner))
+                    latest = await _read_latest(
+                        conn, saver.latest_query_for(_APPROVAL_THREAD_SQL, (approval_id, owner)) if saver else None
+                    )
+                locked = await lock.fetchone()
+            except BaseException:
+                if not conn.broken:  # the lock may have been taken before what failed
+                    await conn.execute("SELECT pg_advisory_unlock_all()")
+                raise
+            if locked is None:
+                raise NotFound("approval", approval_id)
+            thread_id = str(locked["thread_id"])
+            turn = turn_db.TurnDb(pool=pool, conn=conn, thread_id=thread_id, lock_key=_lock_key(thread_id))
+            turn.released = not locked["locked"]  # not pending when the lock was asked for: none taken
+            try:
+                row = await fresh.fetchone()
+                if row is None:
+                    raise NotFound("approval", approval_id)
+                if row["status"] != "pending":
+                    raise ApprovalInvalid(f"approval already {row['status']}")
+                if row["thread_owner"] != owner:
+                    raise NotFound("approval", approval_id)
+                await self._prime(turn, latest)
+                with turn_db.bound(turn):
+                    yield thread_id, row["request"]
+            finally:
+                await _release(turn)
+
+    def _saver(self) -> TurnSaver | None:
+        return self.graph.checkpointer if isinstance(self.graph.checkpointer, TurnSaver) else None
+
+    async def _prime(self, turn: turn_db.TurnDb, latest: AsyncCursor[DictRow] | None) -> None:
+        """Keep the latest checkpoint read with the lock for the turn's first read of it."""
+        saver = self._saver()
+        if latest is None or saver is None:
+            return
+        loaded, saved = await saver.load_latest(await latest.fetchone())
+        await latest.close()
+        if loaded:
+            turn.prime(turn.thread_id, saved)
 
     async def _require_thread(self, ctx: Context, thread_id: str, *, must_exist: bool) -> None:
         """Check ownership without taking the lock (for refusals that must not wait on a running turn)."""
@@ -199,7 +275,7 @@ class TurnRunner:
         primed, saved = turn.peek(thread_id) if turn is not None else (False, None)
         if primed:
             for _task, channel, value in (saved.pending_writes or []) if saved is not None else []:
-                if channel != _INTERRUPT_CHANNEL:
+                if channel != INTERRUPT_CHANNEL:
                     continue
                 for intr in value if isinstance(value, (list, tuple)) else [value]:
                     if isinstance(getattr(intr, "value", None), dict) and "approval" in intr.value:
@@ -238,6 +314,8 @@ class TurnRunner:
         decided: str | None = None
         last_turn = ""
         turn = turn_db.current(self.services.db.pool)
+        if turn is not None:
+            turn.release_with_interrupt = True  # the checkpoint is written at the run's exit (below)
         try:
             async for mode, chunk in self.graph.astream(
                 graph_input,
@@ -259,8 +337,8 @@ class TurnRunner:
                             and not self._prune_due(last_turn)):
                         turn.release_early = True  # the checkpoint write is all that is left under the lock
                     yield event
-                elif mode == "updates" and isinstance(chunk, dict) and "__interrupt__" in chunk:
-                    for intr in chunk["__interrupt__"]:
+                elif mode == "updates" and isinstance(chunk, dict) and INTERRUPT_CHANNEL in chunk:
+                    for intr in chunk[INTERRUPT_CHANNEL]:
                         if isinstance(intr.value, dict) and "approval" in intr.value:
                             interrupt_value = intr.value
                             if turn is not None:  # listed in the transaction of the interrupted checkpoint
@@ -298,16 +376,45 @@ class TurnRunner:
                 yield event
 
     async def stream_resume(self, ctx: Context, thread_id: str, value: Any) -> AsyncIterator[TurnEvent]:
-        """Resume an interrupted turn; a resume refused before it runs is audited once, then raised."""
-        async for event in self._audited_resume(ctx, thread_id, value, owner_checked=False):
+        """Resume an interrupted turn; a resume refused before it runs is audited once, then raised.
+
+        The token is checked first (signature, owner, thread), so a tampered or foreign token is
+        refused without waiting on the thread's lock or touching the pending request.
+        """
+        async for event in self._audited_resume(ctx, thread_id, self._checked_resume(ctx, thread_id, value)):
             yield event
 
+    async def _checked_resume(self, ctx: Context, thread_id: str, value: Any) -> AsyncIterator[TurnEvent]:
+        await self._require_thread(ctx, thread_id, must_exist=True)
+        resume, claims = self._read_resume(ctx, thread_id, value)
+        async with self._owned_thread(ctx, thread_id, must_exist=True):
+            async for event in self._resume_pending(ctx, thread_id, resume, claims):
+                yield event
+
+    async def stream_decision(self, ctx: Context, approval_id: str, decision: dict[str, Any]) -> AsyncIterator[TurnEvent]:
+        """Decide an approval by id, as its owner; yields the resumed turn's events.
+
+        An approval that is not pending (decided, superseded, expired and resolved) is refused
+        as such; a refusal of the resume itself is audited once, as for :meth:`stream_resume`.
+        """
+        async with self._owned_approval(ctx, approval_id) as (thread_id, request):
+            value = {"token": request["approval"]["token"], "decisions": [decision]}
+
+            async def decided() -> AsyncIterator[TurnEvent]:
+                resume, claims = self._read_resume(ctx, thread_id, value)
+                async for event in self._resume_pending(ctx, thread_id, resume, claims):
+                    yield event
+
+            async for event in self._audited_resume(ctx, thread_id, decided()):
+                yield event
+
     async def _audited_resume(
-        self, ctx: Context, thread_id: str, value: Any, *, owner_checked: bool
+        self, ctx: Context, thread_id: str, events: AsyncIterator[TurnEvent]
     ) -> AsyncIterator[TurnEvent]:
+        """``events``; an :class:`ApprovalInvalid` raised before the first one is audited once, then raised."""
         started = False
         try:
-            async for event in self._checked_resume(ctx, thread_id, value, owner_checked=owner_checked):
+            async for event in events:
                 started = True
                 yield event
         except ApprovalInvalid as exc:
@@ -317,51 +424,33 @@ class TurnRunner:
                 await append_audit(self.services.db.pool, record, now=self.services.clock())
             raise
 
-    async def _checked_resume(
-        self, ctx: Context, thread_id: str, value: Any, *, owner_checked: bool
-    ) -> AsyncIterator[TurnEvent]:
-        """Resume an interrupted turn with a raw resume value (token + one decision).
+    def _read_resume(self, ctx: Context, thread_id: str, value: Any) -> tuple[ApprovalResume, ApprovalClaims | None]:
+        """Parse a raw resume value (token + one decision) and read its token for ``ctx`` on ``thread_id``.
 
-        The token is checked here first (signature, owner, thread, and that it names the
-        approval pending now), so a tampered, foreign or reused token is refused without
-        touching the pending request. The graph checks it again before anything runs.
-        ``owner_checked``: the caller read the thread from one of the owner's approvals, so the
-        early ownership check (before waiting on the lock) is skipped; the one under the lock stays.
+        An expired token reads as no claims: the graph resolves an expired approval as rejected,
+        honestly. The graph checks the token again before anything runs.
         """
-        if not owner_checked:
-            await self._require_thread(ctx, thread_id, must_exist=True)
         resume = parse_resume(value)
         try:
             claims = read_token(resume.token, self.services.key(), now=self.services.clock())
         except ApprovalExpired:
-            claims = None  # the graph resolves an expired approval as rejected, honestly
+            claims = None
         if claims is not None and (claims.owner_id != ctx.owner_id or claims.thread_id != thread_id):
             raise ApprovalInvalid("token belongs to another owner or thread")
-        async with self._owned_thread(ctx, thread_id, must_exist=True):
-            request = await self._pending_request(thread_id)
-            if request is None:
-                raise ApprovalInvalid("nothing is pending on this thread (already decided or superseded)")
-            if claims is not None and claims.nonce != request["approval"]["id"]:
-                raise ApprovalInvalid("token is not for the approval pending now")
-            if claims is None and resume.token != request["approval"]["token"]:
-                raise ApprovalInvalid("token is not for the approval pending now")
-            async for event in self._run(ctx, thread_id, Command(resume=resume.model_dump(mode="json")), resume=True):
-                yield event
+        return resume, claims
 
-    async def stream_decision(self, ctx: Context, approval_id: str, decision: dict[str, Any]) -> AsyncIterator[TurnEvent]:
-        """Decide an approval by id, as its owner; yields the resumed turn's events."""
-        async with self.services.db.pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT thread_id, status, request FROM approvals WHERE approval_id = %s AND owner_id = %s",
-                (approval_id, ctx.owner_id),
-            )
-            row = await cur.fetchone()
-        if row is None:
-            raise NotFound("approval", approval_id)
-        if row["status"] != "pending":
-            raise ApprovalInvalid(f"approval already {row['status']}")
-        value = {"token": row["request"]["approval"]["token"], "decisions": [decision]}
-        async for event in self._audited_resume(ctx, row["thread_id"], value, owner_checked=True):
+    async def _resume_pending(
+        self, ctx: Context, thread_id: str, resume: ApprovalResume, claims: ApprovalClaims | None
+    ) -> AsyncIterator[TurnEvent]:
+        """Under the thread's lock: resume its pending request, if the token names that one."""
+        request = await self._pending_request(thread_id)
+        if request is None:
+            raise ApprovalInvalid("nothing is pending on this thread (already decided or superseded)")
+        if claims is not None and claims.nonce != request["approval"]["id"]:
+            raise ApprovalInvalid("token is not for the approval pending now")
+        if claims is None and resume.token != request["approval"]["token"]:
+            raise ApprovalInvalid("token is not for the approval pending now")
+        async for event in self._run(ctx, thread_id, Command(resume=resume.model_dump(mode="json")), resume=True):
             yield event
 
     async def _collect(self, thread_id: str, events: AsyncIterator[TurnEvent]) -> TurnOutcome:

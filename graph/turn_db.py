@@ -49,6 +49,9 @@ class TurnDb:
     """The thread's advisory lock."""
     release_early: bool = False
     """The turn is over but for its checkpoint write: release the lock in that write's round trip."""
+    release_with_interrupt: bool = False
+    """The run writes its checkpoint at its exit: an interrupt's writes, which come after that
+    checkpoint, are then its last statements, and release the lock in their round trip."""
     released: bool = False
     """Whether the checkpoint write released the lock."""
     setup: dict[tuple[str, str, int], dict[str, Any] | None] = field(default_factory=dict)

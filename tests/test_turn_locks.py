@@ -1,0 +1,125 @@
+"""The thread lock: computed alike in Python and SQL, released by a run's last write, and
+taken for a decision by approval id only while the approval is pending."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from psycopg import AsyncConnection
+
+from graph import turn_db
+from graph.checkpointer import INTERRUPT_CHANNEL, TurnSaver
+from graph.db import Database
+from graph.runner import _LOCK_KEY_OF_THREAD_ID, _lock_key
+from graph.state import Context
+from policies.errors import ApprovalInvalid, NotFound
+from tests.fakes import ScriptedModel, call
+from tests.harness import Turns
+
+
+async def _lock_is_free(db: Database, thread_id: str) -> bool:
+    async with db.pool.connection() as conn:
+        cur = await conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (_lock_key(thread_id),))
+        row = await cur.fetchone()
+        if row and row["got"]:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (_lock_key(thread_id),))
+        return bool(row and row["got"])
+
+
+async def _propose_task(turns: Turns, model: ScriptedModel, ctx: Context, thread_id: str) -> str:
+    model.push(call("tasks__create", {"title": "water the plants"}))
+    out = await turns.send(ctx, thread_id, "add a task to water the plants")
+    assert out.approval is not None
+    return out.approval.approval_id
+
+
+@pytest.mark.parametrize("thread_id", ["t", "owner/pool-1", "é thread ☃", "x" * 300])
+async def test_postgres_computes_the_same_lock_key_as_python(db: Database, thread_id: str) -> None:
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(f"SELECT {_LOCK_KEY_OF_THREAD_ID} AS key FROM (VALUES (%s)) AS v(thread_id)", (thread_id,))
+        row = await cur.fetchone()
+    assert row is not None and row["key"] == _lock_key(thread_id)
+
+
+async def test_an_interrupts_writes_release_the_lock_only_when_they_end_the_run(turns: Turns, db: Database) -> None:
+    saver = turns.runner.graph.checkpointer
+    assert isinstance(saver, TurnSaver)
+    config = {"configurable": {"thread_id": "t-lock-writes", "checkpoint_ns": "", "checkpoint_id": "c1"}}
+    for ends_run, writes, released in (
+        (True, [("plan", None)], False),  # not an interrupt: more may follow
+        (False, [(INTERRUPT_CHANNEL, [])], False),  # an interrupt of a run that wrote its checkpoint earlier
+        (True, [(INTERRUPT_CHANNEL, [])], True),
+    ):
+        async with db.pool.connection() as conn:
+            key = _lock_key("t-lock-writes")
+            await conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+            turn = turn_db.TurnDb(pool=db.pool, conn=conn, thread_id="t-lock-writes", lock_key=key)
+            turn.release_with_interrupt = ends_run
+            with turn_db.bound(turn):
+                await saver.aput_writes(config, writes, "task-1")  # type: ignore[arg-type]
+            assert turn.released is released
+            assert await _lock_is_free(db, "t-lock-writes") is released
+            if not released:
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    async with db.pool.connection() as conn:  # what released the lock had committed first
+        cur = await conn.execute(
+            "SELECT count(*) AS n FROM checkpoint_writes WHERE thread_id = %s AND channel = %s",
+            ("t-lock-writes", INTERRUPT_CHANNEL),
+        )
+        row = await cur.fetchone()
+    assert row is not None and row["n"] == 1
+
+
+async def test_a_turn_stopped_for_approval_is_unlocked_listed_and_resumable(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database
+) -> None:
+    thread_id = ctx.owner_id + "/t-lock-1"
+    approval_id = await _propose_task(turns, model, ctx, thread_id)
+    assert await _lock_is_free(db, thread_id)
+    assert [p.approval_id for p in await turns.runner.pending_approvals(ctx)] == [approval_id]
+    done = await turns.decide(ctx, approval_id, {"type": "approve"})
+    assert done.outcome == "executed"
+    assert await _lock_is_free(db, thread_id)
+
+
+async def test_a_decision_refused_before_it_runs_leaves_no_lock(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database
+) -> None:
+    thread_id = ctx.owner_id + "/t-lock-2"
+    approval_id = await _propose_task(turns, model, ctx, thread_id)
+    intruder = Context(owner_id=ctx.owner_id + "x", timezone="UTC")
+    with pytest.raises(NotFound):
+        await turns.runner.decide(intruder, approval_id, {"type": "approve"})
+    with pytest.raises(NotFound):
+        await turns.runner.decide(ctx, "apv_" + "0" * 32, {"type": "approve"})
+    assert await _lock_is_free(db, thread_id)
+    await turns.decide(ctx, approval_id, {"type": "reject"})
+    with pytest.raises(ApprovalInvalid, match="already rejected"):
+        await turns.runner.decide(ctx, approval_id, {"type": "approve"})
+    assert await _lock_is_free(db, thread_id)
+
+
+async def test_a_decision_waiting_on_a_busy_thread_sees_what_the_lock_holder_left(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database
+) -> None:
+    """The approval was pending when the decision asked for the lock, superseded when it got it."""
+    thread_id = ctx.owner_id + "/t-lock-3"
+    approval_id = await _propose_task(turns, model, ctx, thread_id)
+    url = db.pool.conninfo
+    async with await AsyncConnection.connect(url, autocommit=True) as holder:
+        await holder.execute("SELECT pg_advisory_lock(%s)", (_lock_key(thread_id),))
+        deciding = asyncio.create_task(turns.runner.decide(ctx, approval_id, {"type": "approve"}))
+        for _ in range(500):  # until the decision waits on the lock
+            cur = await holder.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+            row = await cur.fetchone()
+            if row and row[0]:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            pytest.fail("the decision never waited on the thread's lock")
+        await holder.execute("UPDATE approvals SET status = 'superseded' WHERE approval_id = %s", (approval_id,))
+        await holder.execute("SELECT pg_advisory_unlock(%s)", (_lock_key(thread_id),))
+        with pytest.raises(ApprovalInvalid, match="already superseded"):
+            await deciding
+    assert await _lock_is_free(db, thread_id)
