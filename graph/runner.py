@@ -32,6 +32,7 @@ from graph.checkpointer import INTERRUPT_CHANNEL, TurnSaver
 from graph.events import TurnEvent
 from graph.services import Services
 from graph.state import Context
+from nodes.execute import ledger_statement
 from nodes.picker import claim_statement, setup_statement
 from policies.approval import ApprovalClaims, read_token
 from policies.errors import ApprovalExpired, ApprovalInvalid, InvalidArgs, NotFound
@@ -204,7 +205,8 @@ class TurnRunner:
 
         Like :meth:`_owned_thread`, in one round trip, without knowing the thread first: the
         approval row names it, the lock is taken only while the approval is pending, then the
-        row and the thread's latest checkpoint are read again under it. Another owner's
+        row, the thread's latest checkpoint and the approval's effect-ledger row (whether it
+        already ran) are read under it. Another owner's
         approval is indistinguishable from a missing one (``NotFound``); one that is no longer
         pending is refused (``ApprovalInvalid``) and leaves the lock free.
         """
@@ -219,6 +221,7 @@ class TurnRunner:
                     latest = await _read_latest(
                         conn, saver.latest_query_for(_APPROVAL_THREAD_SQL, (approval_id, owner)) if saver else None
                     )
+                    ledger = await conn.execute(*ledger_statement(approval_id, owner))  # for execute, if approved
                 locked = await lock.fetchone()
             except BaseException:
                 if not conn.broken:  # the lock may have been taken before what failed
@@ -238,6 +241,7 @@ class TurnRunner:
                 if row["thread_owner"] != owner:
                     raise NotFound("approval", approval_id)
                 await self._prime(turn, latest)
+                turn.ledger[(approval_id, owner)] = await ledger.fetchone()
                 with turn_db.bound(turn):
                     yield thread_id, row["request"]
             finally:

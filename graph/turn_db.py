@@ -60,6 +60,8 @@ class TurnDb:
     """Statements that commit with the turn's checkpoint (sent in its write's round trip)."""
     ahead: list[tuple[str, Any]] = field(default_factory=list)
     """Statements sent ahead of the turn's next one, each committed on its own (audit records)."""
+    ledger: dict[tuple[str, str], dict[str, Any] | None] = field(default_factory=dict)
+    """Effect-ledger rows (by key and owner) read in the lock's round trip, for one read each."""
 
     def send_ahead(self, sql: str, params: Any) -> None:
         """Commit ``sql`` on its own, in the round trip of the turn's next statement.
@@ -76,6 +78,16 @@ class TurnDb:
         if key not in self.setup:
             return False, None
         return True, self.setup.pop(key)
+
+    def take_ledger(self, key: str, owner_id: str) -> tuple[bool, dict[str, Any] | None]:
+        """(whether the ledger row of ``key`` was read ahead, the row), consuming it.
+
+        Read under the thread's lock, it is still current: only a run holding that lock executes
+        the thread's approvals (and the ledger's key rejects a second row regardless).
+        """
+        if (key, owner_id) not in self.ledger:
+            return False, None
+        return True, self.ledger.pop((key, owner_id))
 
     def defer(self, sql: str, params: Any) -> None:
         """Run ``sql`` in the transaction of the turn's next checkpoint write (before it).

@@ -32,10 +32,15 @@ from policies.governance import ActionFacts, govern
 from policies.ids import bind_ids
 from tools.registry import ActionResult, ActionSpec, ExecContext
 
-__all__ = ["make_execute"]
+__all__ = ["ledger_statement", "make_execute"]
 
 _LEDGER_GET = "SELECT result FROM effects WHERE idem_key = %s AND owner_id = %s"
 _LEDGER_PUT = "INSERT INTO effects (idem_key, owner_id, tool, action, result) VALUES (%s, %s, %s, %s, %s)"
+
+
+def ledger_statement(key: str, owner_id: str) -> tuple[str, tuple[str, str]]:
+    """The statement reading the effect-ledger row of ``key`` (its ``result``), for reading it ahead."""
+    return _LEDGER_GET, (key, owner_id)
 
 
 def _idem_key(state: TurnState, plan: Plan, thread_id: str) -> str:
@@ -57,9 +62,12 @@ async def _run_once(svc: Services, spec: ActionSpec, ctx: Context, plan: Plan, k
             async with turn_db.connection(svc.db.pool) as conn:
                 return await spec.executor(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args), False
         async with turn_db.connection(svc.db.pool, transaction_next=True) as conn:
+            turn = turn_db.current(svc.db.pool)
+            read_ahead, row = turn.take_ledger(key, ctx.owner_id) if turn is not None else (False, None)
             async with turn_db.transaction(conn):
-                cur = await conn.execute(_LEDGER_GET, (key, ctx.owner_id))
-                row = await cur.fetchone()
+                if not read_ahead:
+                    cur = await conn.execute(_LEDGER_GET, (key, ctx.owner_id))
+                    row = await cur.fetchone()
                 if row is not None:
                     return row["result"], True
                 result = await spec.executor(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn, key), args)
