@@ -31,8 +31,13 @@ __all__ = ["INTERRUPT_CHANNEL", "TurnSaver", "open_checkpointer", "strict_serial
 INTERRUPT_CHANNEL = "__interrupt__"
 """LangGraph's channel for interrupt writes (private to LangGraph 1.x, which is pinned)."""
 
-_interrupt_writes: ContextVar[bool] = ContextVar("tollgate_interrupt_writes", default=False)
-"""Set while :meth:`TurnSaver.aput_writes` stores the interrupt that ends a turn's run."""
+_interrupt_writes: ContextVar[str] = ContextVar("tollgate_interrupt_writes", default="")
+"""The checkpoint id of the interrupt :meth:`TurnSaver.aput_writes` is storing, if it may end a turn's run."""
+
+
+def _ends_run(turn: turn_db.TurnDb, checkpoint_id: str) -> bool:
+    """Whether interrupt writes on ``checkpoint_id`` are the last statements of ``turn``'s run."""
+    return bool(checkpoint_id) and turn.release_with_interrupt and checkpoint_id == turn.written_checkpoint
 
 
 def strict_serializer() -> JsonPlusSerializer:
@@ -74,7 +79,9 @@ class TurnSaver(AuditedPostgresSaver):
         self, conn: AsyncConnection[Any], pipeline: bool, turn: turn_db.TurnDb | None = None
     ) -> AsyncIterator[AsyncCursor[DictRow]]:
         if pipeline:
-            release = turn is not None and not turn.released and (turn.release_early or _interrupt_writes.get())
+            release = turn is not None and not turn.released and (
+                turn.release_early or _ends_run(turn, _interrupt_writes.get())
+            )
             try:
                 async with conn.pipeline() as pipe, conn.cursor(binary=True, row_factory=dict_row) as cur:
                     if turn is not None:  # audit records first, each committed on its own
@@ -142,9 +149,10 @@ class TurnSaver(AuditedPostgresSaver):
         if turn is None or not turn.release_with_interrupt or all(channel != INTERRUPT_CHANNEL for channel, _ in writes):
             await super().aput_writes(config, writes, task_id, task_path)
             return
-        # An interrupt's writes end a run whose checkpoint is written at its exit (it was, just
-        # before them): the lock goes in their round trip, once they have committed.
-        marked = _interrupt_writes.set(True)  # this task's own context: no other write sees it
+        # An interrupt's writes end a run whose checkpoint is written at its exit, just before
+        # them: once that checkpoint is in (checked under the turn's lock, by its id), the lock
+        # goes in their round trip, after they commit.
+        marked = _interrupt_writes.set(str(config["configurable"].get("checkpoint_id") or ""))  # this task only
         try:
             await super().aput_writes(config, writes, task_id, task_path)
         finally:
@@ -157,7 +165,10 @@ class TurnSaver(AuditedPostgresSaver):
         turn = turn_db.current(self.conn)
         if turn is not None:
             turn.take(str(config["configurable"]["thread_id"]))
-        return await super().aput(config, checkpoint, metadata, new_versions)
+        saved = await super().aput(config, checkpoint, metadata, new_versions)
+        if turn is not None:
+            turn.written_checkpoint = checkpoint["id"]
+        return saved
 
 
 async def open_checkpointer(

@@ -50,8 +50,11 @@ class TurnDb:
     release_early: bool = False
     """The turn is over but for its checkpoint write: release the lock in that write's round trip."""
     release_with_interrupt: bool = False
-    """The run writes its checkpoint at its exit: an interrupt's writes, which come after that
-    checkpoint, are then its last statements, and release the lock in their round trip."""
+    """The run writes its checkpoint at its exit: an interrupt's writes on that checkpoint, once
+    it is written (:attr:`written_checkpoint`), are then its last statements, and release the
+    lock in their round trip."""
+    written_checkpoint: str = ""
+    """The id of the last checkpoint the turn wrote."""
     released: bool = False
     """Whether the checkpoint write released the lock."""
     setup: dict[tuple[str, str, int], dict[str, Any] | None] = field(default_factory=dict)

@@ -46,16 +46,18 @@ async def test_an_interrupts_writes_release_the_lock_only_when_they_end_the_run(
     saver = turns.runner.graph.checkpointer
     assert isinstance(saver, TurnSaver)
     config = {"configurable": {"thread_id": "t-lock-writes", "checkpoint_ns": "", "checkpoint_id": "c1"}}
-    for ends_run, writes, released in (
-        (True, [("plan", None)], False),  # not an interrupt: more may follow
-        (False, [(INTERRUPT_CHANNEL, [])], False),  # an interrupt of a run that wrote its checkpoint earlier
-        (True, [(INTERRUPT_CHANNEL, [])], True),
+    for ends_run, written, writes, released in (
+        (True, "c1", [("plan", None)], False),  # not an interrupt: more may follow
+        (False, "c1", [(INTERRUPT_CHANNEL, [])], False),  # a run that does not write its checkpoint at its exit
+        (True, "c0", [(INTERRUPT_CHANNEL, [])], False),  # the checkpoint they belong to is not written yet
+        (True, "c1", [(INTERRUPT_CHANNEL, [])], True),
     ):
         async with db.pool.connection() as conn:
             key = _lock_key("t-lock-writes")
             await conn.execute("SELECT pg_advisory_lock(%s)", (key,))
             turn = turn_db.TurnDb(pool=db.pool, conn=conn, thread_id="t-lock-writes", lock_key=key)
             turn.release_with_interrupt = ends_run
+            turn.written_checkpoint = written
             with turn_db.bound(turn):
                 await saver.aput_writes(config, writes, "task-1")  # type: ignore[arg-type]
             assert turn.released is released
