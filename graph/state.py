@@ -68,7 +68,7 @@ class Plan(TypedDict):
     """Validated arguments as JSON values; after id validation, ids are bound store ids."""
     args_hash: NotRequired[str]
     """Hash of the final arguments: set by id validation once ids are bound, or by the gate for a
-    read that carries no ids (it then goes straight to execute)."""
+    call that carries no ids (it then goes straight to execute or propose)."""
     proposed_at: NotRequired[int]
     """Unix seconds when the approval was requested (fixes the token's expiry on re-execution)."""
 

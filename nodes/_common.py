@@ -8,9 +8,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from graph.events import EventSink
-from graph.state import Context, TurnState
+from graph.state import Context, Plan, TurnState
 
-__all__ = ["sink_for", "thread_id_of"]
+__all__ = ["sealed", "sink_for", "thread_id_of"]
 
 
 def thread_id_of(config: RunnableConfig) -> str:
@@ -25,3 +25,14 @@ def thread_id_of(config: RunnableConfig) -> str:
 def sink_for(state: TurnState, runtime: Runtime[Context]) -> EventSink:
     """An event sink continuing this turn's sequence."""
     return EventSink(runtime.stream_writer, state.get("turn_id", ""), state.get("seq", 0))
+
+
+def sealed(plan: Plan, args: dict[str, Any], digest: str, *, proposed_at: int | None) -> Plan:
+    """``plan`` with its final ``args`` and their hash ``digest``; a proposal also records when it
+    was made (``proposed_at``: the approval's expiry counts from it, so a replay mints the same token)."""
+    final: Plan = {k: v for k, v in plan.items() if k != "args_hash"}  # type: ignore[assignment]
+    final["args"] = args
+    final["args_hash"] = digest
+    if proposed_at is not None:
+        final["proposed_at"] = proposed_at
+    return final

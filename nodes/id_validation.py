@@ -13,7 +13,7 @@ from langgraph.runtime import Runtime
 
 from graph.services import ServicesProvider
 from graph.state import Context, Gate, RecentList, TurnState
-from nodes._common import sink_for
+from nodes._common import sealed, sink_for
 from policies.approval import args_hash
 from policies.ids import IdBinding, bind_ids
 from tools.registry import ActionSpec
@@ -75,9 +75,7 @@ def make_id_validation(provider: ServicesProvider) -> Any:
                     message=_MESSAGES[failure.refusal].format(kind=kind),
                 ),
             }
-        new_plan = plan | {"args": args, "args_hash": args_hash(args)}
-        if gate["verdict"] == "propose":
-            new_plan["proposed_at"] = int(svc.clock().timestamp())
-        return {"plan": new_plan}
+        proposed_at = int(svc.clock().timestamp()) if gate["verdict"] == "propose" else None
+        return {"plan": sealed(plan, args, args_hash(args), proposed_at=proposed_at)}
 
     return id_validation

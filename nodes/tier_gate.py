@@ -17,7 +17,7 @@ from graph.audit import AuditRecord, record_decision
 from graph.perimeter import governance_policy
 from graph.services import ServicesProvider
 from graph.state import Context, Gate, Plan, TurnState
-from nodes._common import sink_for, thread_id_of
+from nodes._common import sealed, sink_for, thread_id_of
 from policies.dlp import KIND_LABELS
 from policies.governance import ActionFacts, govern
 
@@ -83,15 +83,17 @@ def make_tier_gate(provider: ServicesProvider) -> Any:
                     message="Those details aren't valid, so I did nothing. Could you rephrase?",
                 ),
             }
-        fresh: Plan = {k: v for k, v in plan.items() if k != "args_hash"} | {"args": decision.args}  # type: ignore[assignment]
+        fresh: Plan
         if spec is not None and not spec.id_fields:
-            # An action that carries no ids has nothing to bind: its arguments are final here, so
-            # the gate seals them as id validation would (hash, and for a proposal its start) and
-            # the call goes straight on: a read to execute (DESIGN's "read (allowlist) ->
-            # execute"), a write to propose. Anything with ids passes id validation.
-            fresh["args_hash"] = decision.args_hash
-            if decision.verdict == "propose":
-                fresh["proposed_at"] = int(svc.clock().timestamp())
+            # A call that carries no ids has nothing to bind: its arguments are final here, so the
+            # gate seals them as id validation would, and the call goes straight on: a read to
+            # execute (DESIGN's "read (allowlist) -> execute"), a write to propose. Anything with
+            # ids passes id validation.
+            proposing = decision.verdict == "propose"
+            fresh = sealed(plan, decision.args, decision.args_hash,
+                           proposed_at=int(svc.clock().timestamp()) if proposing else None)
+        else:
+            fresh = {k: v for k, v in plan.items() if k != "args_hash"} | {"args": decision.args}  # type: ignore[assignment]
         return {"plan": fresh, "gate": Gate(verdict=decision.verdict, reason=decision.reason, tier=decision.tier)}
 
     return tier_gate
