@@ -24,6 +24,7 @@ from graph._env import child_environment
 from graph.app import App, open_app
 from graph.background.api import create_run
 from graph.background.queue import ensure_queue_schema
+from graph.background.store import ledger_summaries
 from graph.db import Database
 from graph.services import utc_now
 from graph.state import Context
@@ -34,8 +35,9 @@ __all__ = ["run_background_benchmarks"]
 _OWNERS = 16
 _ASK = "what's on my calendar today?"
 _TZ = "UTC"
-_ONCE = ("succeeded", 1, 1, 0, 1, 1, 1)
-"""status, attempts, started, retried, tool starts, succeeded, delivered: a run that ran exactly once."""
+_ONCE = {"status": "succeeded", "attempts": 1, "started": 1, "retried": 0, "tool_starts": 1, "succeeded": 1,
+         "delivered": 1}
+"""The ledger summary of a run that ran exactly once."""
 
 
 async def _scalar(db: Database, sql: str, *params: object) -> int:
@@ -56,19 +58,8 @@ async def _wait(check: Callable[[], Awaitable[bool]], *, timeout: float, what: s
 async def _exactly_once(db: Database, run_ids: list[str]) -> int:
     """How many of ``run_ids`` ran exactly once (by their ledgers)."""
     async with db.pool.connection() as conn:
-        cur = await conn.execute(
-            """SELECT r.status, r.attempts,
-                      count(*) FILTER (WHERE e.kind = 'started') AS started,
-                      count(*) FILTER (WHERE e.kind = 'retried') AS retried,
-                      count(*) FILTER (WHERE e.kind = 'turn' AND e.data->>'type' = 'tool_start') AS tool_starts,
-                      count(*) FILTER (WHERE e.kind = 'succeeded') AS succeeded,
-                      count(*) FILTER (WHERE e.kind = 'delivered') AS delivered
-               FROM background_runs r JOIN background_run_events e USING (run_id)
-               WHERE r.run_id = ANY(%s) GROUP BY r.run_id""",
-            (run_ids,),
-        )
-        rows = await cur.fetchall()
-    return sum(1 for r in rows if tuple(r.values()) == _ONCE)
+        rows = await ledger_summaries(conn, run_ids)
+    return sum(1 for r in rows if all(r[k] == v for k, v in _ONCE.items()))
 
 
 async def _batch(app: App, owners: list[Context], size: int, budget: float) -> tuple[float, list[str]]:

@@ -7,8 +7,6 @@ on 127.0.0.1 only, and is stopped by its own process group id when the block end
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +17,7 @@ from pathlib import Path
 
 import httpx
 
+from graph._env import stop_group
 
 __all__ = ["ROOT", "STUDIO_LANGGRAPH", "free_port", "started", "tollgate_command"]
 
@@ -26,23 +25,14 @@ ROOT = Path(__file__).resolve().parent.parent
 """The repository root."""
 STUDIO_LANGGRAPH = ROOT / ".venv-studio" / "bin" / "langgraph"
 """``langgraph dev`` lives in its own environment (see the Makefile)."""
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=40)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
 
 
 @contextmanager
@@ -74,7 +64,7 @@ def started(
                 time.sleep(0.1)
         yield proc
     finally:
-        _stop(proc)
+        stop_group(proc, grace=40)
 
 
 def tollgate_command(*args: str) -> list[str]:

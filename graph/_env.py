@@ -6,12 +6,14 @@ Imported first by :mod:`graph`; the Makefile, CI and the Studio config set the s
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from graph.settings import Settings
 
-__all__ = ["child_environment"]
+__all__ = ["child_environment", "stop_group"]
 
 # Checkpoint deserialization restricted to LangGraph's safe types (no arbitrary imports).
 os.environ["LANGGRAPH_STRICT_MSGPACK"] = "true"
@@ -46,3 +48,15 @@ def child_environment(settings: Settings, **extra: str) -> dict[str, str]:
         "LANGCHAIN_TRACING_V2": "false",
         "LANGGRAPH_NO_VERSION_CHECK": "true",
     } | extra
+
+
+def stop_group(proc: subprocess.Popen[bytes], *, grace: float = 30.0) -> None:
+    """Stop a child started in its own process group, and all it started: SIGTERM, then SIGKILL after ``grace`` s."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)

@@ -12,6 +12,7 @@ import pytest
 
 from graph.app import App, open_app
 from graph.background.api import create_run
+from graph.background.store import ledger_summaries
 from graph.db import Database
 from graph.settings import Settings
 from graph.state import Context
@@ -69,21 +70,7 @@ async def test_two_hundred_runs_on_four_workers_run_exactly_once_and_never_two_a
     await _all_final(db, run_ids)
 
     async with db.pool.connection() as conn:
-        cur = await conn.execute(
-            """SELECT r.run_id, r.owner_id, r.status, r.attempts,
-                      count(*) FILTER (WHERE e.kind = 'started') AS started,
-                      count(*) FILTER (WHERE e.kind = 'retried') AS retried,
-                      count(*) FILTER (WHERE e.kind = 'turn' AND e.data->>'type' = 'tool_start') AS tool_starts,
-                      count(*) FILTER (WHERE e.kind = 'succeeded') AS succeeded,
-                      count(*) FILTER (WHERE e.kind = 'delivered') AS delivered,
-                      min(e.at) FILTER (WHERE e.kind = 'started') AS began,
-                      max(e.at) FILTER (WHERE e.kind = 'succeeded') AS ended,
-                      min(e.data->>'pid') FILTER (WHERE e.kind = 'started') AS pid
-               FROM background_runs r JOIN background_run_events e USING (run_id)
-               WHERE r.run_id = ANY(%s) GROUP BY r.run_id""",
-            (run_ids,),
-        )
-        rows = await cur.fetchall()
+        rows = await ledger_summaries(conn, run_ids)
     assert len(rows) == 200
     once = {(r["status"], r["attempts"], r["started"], r["retried"], r["tool_starts"], r["succeeded"], r["delivered"])
             for r in rows}

@@ -9,7 +9,6 @@ our own checkpointer: Studio and Tollgate's runner share threads.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -23,7 +22,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
-from graph._env import child_environment
+from graph._env import child_environment, stop_group
 from graph.app import open_app
 from graph.checkpointer import open_checkpointer
 from graph.db import Database
@@ -87,12 +86,7 @@ def studio_url(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> 
         _wait_ready(url, proc, log)
         yield url
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
+        stop_group(proc)
 
 
 @pytest.fixture

@@ -257,3 +257,29 @@ async def run_events(conn: AsyncConnection[Any], run_id: str) -> list[dict[str, 
         )
         rows = await cur.fetchall()
     return [r | {"at": r["at"].isoformat()} for r in rows]
+
+
+async def ledger_summaries(conn: AsyncConnection[Any], run_ids: list[str]) -> list[dict[str, Any]]:
+    """Per run of ``run_ids``: its status and attempts, and what its ledger counts.
+
+    ``started``, ``retried``, ``tool_starts`` (turn events of type ``tool_start``), ``succeeded``
+    and ``delivered`` count ledger entries; ``began`` and ``ended`` are the first start and the
+    last success, ``pid`` the process of the first start. A run that ran exactly once reads
+    ``succeeded``, 1 attempt, and 1, 0, 1, 1, 1.
+    """
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            """SELECT r.run_id, r.owner_id, r.status, r.attempts,
+                      count(*) FILTER (WHERE e.kind = 'started') AS started,
+                      count(*) FILTER (WHERE e.kind = 'retried') AS retried,
+                      count(*) FILTER (WHERE e.kind = 'turn' AND e.data->>'type' = 'tool_start') AS tool_starts,
+                      count(*) FILTER (WHERE e.kind = 'succeeded') AS succeeded,
+                      count(*) FILTER (WHERE e.kind = 'delivered') AS delivered,
+                      min(e.at) FILTER (WHERE e.kind = 'started') AS began,
+                      max(e.at) FILTER (WHERE e.kind = 'succeeded') AS ended,
+                      min(e.data->>'pid') FILTER (WHERE e.kind = 'started') AS pid
+               FROM background_runs r JOIN background_run_events e USING (run_id)
+               WHERE r.run_id = ANY(%s) GROUP BY r.run_id""",
+            (run_ids,),
+        )
+        return await cur.fetchall()
