@@ -146,7 +146,7 @@ class TurnSaver(AuditedPostgresSaver):
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         turn = turn_db.current(self.conn)
-        if turn is None or not turn.release_with_interrupt or all(channel != INTERRUPT_CHANNEL for channel, _ in writes):
+        if turn is None or all(channel != INTERRUPT_CHANNEL for channel, _ in writes):
             await super().aput_writes(config, writes, task_id, task_path)
             return
         # An interrupt's writes end a run whose checkpoint is written at its exit, just before

@@ -206,9 +206,9 @@ class TurnRunner:
         Like :meth:`_owned_thread`, in one round trip, without knowing the thread first: the
         approval row names it, the lock is taken only while the approval is pending, then the
         row, the thread's latest checkpoint and the approval's effect-ledger row (whether it
-        already ran) are read under it. Another owner's
-        approval is indistinguishable from a missing one (``NotFound``); one that is no longer
-        pending is refused (``ApprovalInvalid``) and leaves the lock free.
+        already ran) are read under it. Another owner's approval is indistinguishable from a
+        missing one (``NotFound``); one that is no longer pending is refused (``ApprovalInvalid``)
+        and leaves the lock free.
         """
         pool = self.services.db.pool
         saver = self._saver()
