@@ -9,17 +9,21 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
     get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
 )
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from graph import turn_db
@@ -57,6 +61,13 @@ class TurnSaver(AuditedPostgresSaver):
     elsewhere each takes a connection from the pool. Either way there is no saver-wide lock:
     LangGraph's guards a single shared connection, which a pool does not need, and under load
     it made every turn of the process wait for every other turn's checkpoint reads and writes.
+
+    LangGraph (de)serializes blobs and writes in a worker thread (``asyncio.to_thread``), so a
+    large state cannot stall the event loop. A turn's state is small (the conversation lives in
+    the transcript table), and there the hop costs more than the work: four hops were about
+    0.5 ms of CPU per write and approval (``python -m bench --only P2``). In a turn, ``aput``,
+    ``aput_writes`` and ``_load_checkpoint_tuple`` therefore run LangGraph's own code (pinned)
+    with the serialization inline; ``tests/test_checkpointer.py`` fails if that code changes.
     """
 
     @asynccontextmanager
@@ -133,6 +144,29 @@ class TurnSaver(AuditedPostgresSaver):
             await self._audit({"configurable": {"thread_id": row["thread_id"]}}, exc)  # as aget_tuple would
             raise
 
+    async def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
+        if turn_db.current(self.conn) is None:
+            return await super()._load_checkpoint_tuple(value)
+        # As LangGraph's, with the pending writes deserialized inline (see the class docstring).
+        def config_of(checkpoint_id: str) -> RunnableConfig:
+            return {"configurable": {"thread_id": value["thread_id"], "checkpoint_ns": value["checkpoint_ns"],
+                                     "checkpoint_id": checkpoint_id}}
+
+        checkpoint = value["checkpoint"]
+        return CheckpointTuple(
+            config_of(value["checkpoint_id"]),
+            {
+                **checkpoint,
+                "channel_values": {
+                    **(checkpoint.get("channel_values") or {}),
+                    **self._load_blobs(value["channel_values"]),
+                },
+            },
+            value["metadata"],
+            config_of(value["parent_checkpoint_id"]) if value["parent_checkpoint_id"] else None,
+            self._load_writes(value["pending_writes"]),
+        )
+
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         configurable = config.get("configurable") or {}
         turn = turn_db.current(self.conn)
@@ -146,15 +180,28 @@ class TurnSaver(AuditedPostgresSaver):
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         turn = turn_db.current(self.conn)
-        if turn is None or all(channel != INTERRUPT_CHANNEL for channel, _ in writes):
+        if turn is None:
             await super().aput_writes(config, writes, task_id, task_path)
             return
+        # As LangGraph's, with the writes serialized inline (see the class docstring).
+        configurable = config["configurable"]
+        query = (
+            self.UPSERT_CHECKPOINT_WRITES_SQL
+            if all(w[0] in WRITES_IDX_MAP for w in writes)
+            else self.INSERT_CHECKPOINT_WRITES_SQL
+        )
+        params = self._dump_writes(
+            configurable["thread_id"], configurable["checkpoint_ns"], configurable["checkpoint_id"], task_id, task_path,
+            writes,
+        )
         # An interrupt's writes end a run whose checkpoint is written at its exit, just before
         # them: once that checkpoint is in (checked under the turn's lock, by its id), the lock
         # goes in their round trip, after they commit.
-        marked = _interrupt_writes.set(str(config["configurable"].get("checkpoint_id") or ""))  # this task only
+        interrupt = any(channel == INTERRUPT_CHANNEL for channel, _ in writes)
+        marked = _interrupt_writes.set(str(configurable.get("checkpoint_id") or "") if interrupt else "")  # this task only
         try:
-            await super().aput_writes(config, writes, task_id, task_path)
+            async with self._cursor(pipeline=True) as cur:
+                await cur.executemany(query, params)
         finally:
             _interrupt_writes.reset(marked)
 
@@ -163,12 +210,50 @@ class TurnSaver(AuditedPostgresSaver):
     ) -> RunnableConfig:
         # A later read of this thread in the same turn must see this checkpoint, not the primed one.
         turn = turn_db.current(self.conn)
-        if turn is not None:
-            turn.take(str(config["configurable"]["thread_id"]))
-        saved = await super().aput(config, checkpoint, metadata, new_versions)
-        if turn is not None:
-            turn.written_checkpoint = checkpoint["id"]
+        if turn is None:
+            return await super().aput(config, checkpoint, metadata, new_versions)
+        turn.take(str(config["configurable"]["thread_id"]))
+        saved = await self._aput_inline(config, checkpoint, metadata, new_versions)
+        turn.written_checkpoint = checkpoint["id"]
         return saved
+
+    async def _aput_inline(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions
+    ) -> RunnableConfig:
+        """LangGraph's :meth:`aput`, with the blobs serialized inline (see the class docstring)."""
+        configurable = config["configurable"].copy()
+        thread_id = configurable.pop("thread_id")
+        checkpoint_ns = configurable.pop("checkpoint_ns")
+        checkpoint_id = configurable.pop("checkpoint_id", None)
+        copy = checkpoint.copy()
+        copy["channel_values"] = copy["channel_values"].copy()
+        next_config: RunnableConfig = {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint["id"]}
+        }
+        # Primitive values stay inline in the checkpoint row; the others go to the blobs table.
+        blob_values = {}
+        for k, v in checkpoint["channel_values"].items():
+            if isinstance(v, _DeltaSnapshot):
+                blob_values[k] = copy["channel_values"].pop(k)
+                copy["channel_values"][k] = True
+            elif v is None or isinstance(v, (str, int, float, bool)):
+                pass
+            else:
+                blob_values[k] = copy["channel_values"].pop(k)
+        async with self._cursor(pipeline=True) as cur:
+            if blob_versions := {k: v for k, v in new_versions.items() if k in blob_values}:
+                await cur.executemany(
+                    self.UPSERT_CHECKPOINT_BLOBS_SQL,
+                    self._dump_blobs(thread_id, checkpoint_ns, blob_values, blob_versions),
+                )
+            await cur.execute(
+                self.UPSERT_CHECKPOINTS_SQL,
+                (
+                    thread_id, checkpoint_ns, checkpoint["id"], checkpoint_id, Jsonb(copy),
+                    Jsonb(get_serializable_checkpoint_metadata(config, metadata)),
+                ),
+            )
+        return next_config
 
 
 async def open_checkpointer(
