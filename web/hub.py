@@ -233,13 +233,18 @@ class TurnHub:
                     if idle >= self.idle_seconds:
                         return
 
-    async def follow_run(self, run: LiveRun, turn_id: str, after_seq: int) -> AsyncIterator[list[TurnEvent]]:
+    async def follow_run(
+        self, run: LiveRun, turn_id: str, after_seq: int, *, quiet_seconds: float | None = None
+    ) -> AsyncIterator[list[TurnEvent]]:
         """A request's own stream, in batches: its run's events once recorded, read from memory.
 
         The same events the log holds (recorded first, then handed over), without a query per
-        wake-up; events recorded together come as one batch (one write to the client).
+        wake-up; events recorded together come as one batch (one write to the client). With
+        ``quiet_seconds``, an empty batch comes after that long without events (a keep-alive).
         """
         read = 0
+        quiet = 0.0
+        wait = _POLL_SECONDS if quiet_seconds is None else min(_POLL_SECONDS, quiet_seconds)
         while True:
             signal = self._signal(run.thread_id)  # taken before reading, so no wake-up is missed
             finished = run.done.is_set()  # likewise: read before the events
@@ -255,10 +260,15 @@ class TurnHub:
                     yield batch
                     return
             if batch:
+                quiet = 0.0
                 yield batch
             if finished and not fresh:
                 return  # it finished without a last event it could record (the database failed)
-            await _wait(signal, _POLL_SECONDS)
+            if not await _wait(signal, wait) and quiet_seconds is not None:
+                quiet += wait
+                if quiet >= quiet_seconds:
+                    quiet = 0.0
+                    yield []
 
     async def close(self) -> None:
         """Let live runs finish for a short grace period, then cancel them."""

@@ -1,0 +1,64 @@
+"""A run's own SSE stream: its headers, its events, and keep-alives while the run is quiet."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from graph.db import Database
+from graph.events import TurnEvent
+from tests.server_harness import Api
+from web.hub import LiveRun, TurnHub
+from web.sse import RunStream
+
+
+def _event(seq: int, kind: str) -> TurnEvent:
+    return TurnEvent(type=kind, seq=seq, turn_id="turn-1", ts="2026-11-30T00:00:00+00:00", thread_id="t-quiet",
+                     data={"text": "ok", "outcome": "read"} if kind == "message_complete" else {})  # type: ignore[typeddict-item]
+
+
+async def test_a_quiet_run_is_followed_by_keep_alives_then_by_its_events(db: Database) -> None:
+    hub = TurnHub(db, idle_seconds=5)
+    run = LiveRun(thread_id="t-quiet", first=asyncio.get_running_loop().create_future())
+    batches = hub.follow_run(run, "turn-1", 0, quiet_seconds=0.05)
+    assert await anext(batches) == []  # nothing recorded for 0.05 s: a keep-alive
+    last = _event(1, "message_complete")
+    hub._recorded(run, [last])
+    assert await anext(batches) == [last]
+    with pytest.raises(StopAsyncIteration):  # the run's last event ends its stream
+        await anext(batches)
+
+
+async def test_a_run_stream_writes_each_batch_once_and_a_keep_alive_as_a_comment() -> None:
+    async def batches() -> Any:
+        yield [_event(1, "tool_start")]
+        yield []
+        yield [_event(2, "tool_end"), _event(3, "message_complete")]
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    async def receive() -> Any:  # pragma: no cover - the stream never reads the request
+        raise AssertionError("not read")
+
+    await RunStream(batches())({"type": "http"}, receive, send)
+    assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 200
+    headers = dict(sent[0]["headers"])
+    assert headers[b"content-type"] == b"text/event-stream; charset=utf-8"
+    assert headers[b"cache-control"] == b"no-store" and headers[b"x-accel-buffering"] == b"no"
+    assert b"content-length" not in headers
+    bodies = [m["body"] for m in sent[1:]]
+    assert bodies[0].startswith(b"id: 1\r\nevent: tool_start\r\ndata: ") and bodies[0].count(b"event:") == 1
+    assert bodies[1] == b": ping\r\n\r\n"
+    assert bodies[2].count(b"event:") == 2  # recorded together, written together
+    assert bodies[3] == b"" and sent[-1]["more_body"] is False
+
+
+async def test_a_chat_stream_is_served_as_server_sent_events(api: Api) -> None:
+    out = await api.chat("what's on my calendar today?")
+    assert out.status == 200 and out.content_type == "text/event-stream; charset=utf-8"
+    assert out.types[-1] == "message_complete" and out.ids == [str(e["seq"]) for e in out.events]
