@@ -29,6 +29,7 @@ from rich.panel import Panel
 from rich.prompt import Prompt
 from rich.text import Text
 
+from graph import event_loop
 from graph.settings import Settings
 
 if TYPE_CHECKING:
@@ -239,7 +240,7 @@ def chat(
         raise typer.BadParameter(str(exc)) from None
     seed = settings.environment != "production" if demo_data is None else demo_data
     try:
-        asyncio.run(run_chat(settings, owner, thread or str(uuid.uuid5(_CLI_THREADS, owner)), zone, demo_data=seed))
+        event_loop.run(run_chat(settings, owner, thread or str(uuid.uuid5(_CLI_THREADS, owner)), zone, demo_data=seed))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
 
@@ -288,7 +289,7 @@ def serve(
     if demo and settings.environment == "production":
         raise typer.BadParameter("--demo issues a demo token; it is refused in production")
     if demo:
-        token = asyncio.run(_demo_token(settings))
+        token = event_loop.run(_demo_token(settings))
         url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}/"
         # One value per line, never wrapped, so both can be copied as they are.
         _out.print(Text.assemble("Tollgate: ", (url, "bold cyan")), soft_wrap=True)
@@ -297,7 +298,7 @@ def serve(
                    f"-H 'Content-Type: application/json' -d '{{\"message\": \"what is on my calendar today?\"}}' "
                    f"{url}v1/chat", style="dim", soft_wrap=True)
     try:
-        asyncio.run(_serve(settings, host, port, worker=worker))
+        event_loop.run(_serve(settings, host, port, worker=worker))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
 
@@ -314,7 +315,7 @@ def worker(
     from graph.background.worker import run_worker
 
     try:
-        asyncio.run(run_worker(_settings(), concurrency=concurrency, name=name))
+        event_loop.run(run_worker(_settings(), concurrency=concurrency, name=name))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
 
@@ -333,7 +334,7 @@ async def run_migrate(settings: Settings) -> None:
 @cli.command()
 def migrate() -> None:
     """Apply the database migrations (ours, the checkpointer's, the job queue's) and exit."""
-    asyncio.run(run_migrate(_settings()))
+    event_loop.run(run_migrate(_settings()))
     _out.print("migrations applied")
 
 

@@ -9,7 +9,6 @@ turns; servers and workers are separate processes).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import platform
 import sys
@@ -24,6 +23,7 @@ from bench.env import Env, open_env
 from bench.rows import Row
 from bench.serving import run_serving_benchmarks
 from bench.turns import run_turn_benchmarks
+from graph import event_loop
 from graph.gc_tuning import freeze_startup_objects
 
 _SUITES: dict[str, Callable[..., Awaitable[list[Row]]]] = {
@@ -81,7 +81,7 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, default=None, help="write a pyinstrument HTML profile here")
     args = parser.parse_args()
     only = {part.strip().upper() for part in args.only.split(",") if part.strip()}
-    sys.exit(asyncio.run(_main(args.smoke, only, args.profile)))
+    sys.exit(event_loop.run(_main(args.smoke, only, args.profile)))
 
 
 if __name__ == "__main__":

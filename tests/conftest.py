@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
@@ -9,8 +10,14 @@ from collections.abc import AsyncIterator, Iterator
 import graph._env  # noqa: F401  - strict msgpack and no telemetry before langgraph loads
 import pytest
 
+from graph import event_loop
 from graph.db import Database, embedded_url, open_database
 from graph.settings import Settings
+
+# Every test loop is the loop every Tollgate process runs on (uvloop). A policy rather than
+# pytest-asyncio's loop-factory hook: the hook parametrizes only async tests, so a sync test with
+# async fixtures would get a second session loop and tear the first one's fixtures down.
+asyncio.set_event_loop_policy(event_loop.Policy())
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import graph._env  # noqa: F401 - strict msgpack and no telemetry before langgraph loads
 from evals.safety.runner import run_safety_eval
+from graph import event_loop
 from graph.db import embedded_url, open_database
 from graph.settings import Settings
 
@@ -26,7 +27,7 @@ async def _main() -> int:
 
 def main() -> int:
     """Print the report; exit 1 if any attack metric is not 0 or a benign case failed."""
-    return asyncio.run(_main())
+    return event_loop.run(_main())
 
 
 if __name__ == "__main__":
