@@ -18,6 +18,7 @@ import graph._env  # noqa: F401  - strict msgpack and no telemetry before langgr
 from graph.app import open_app
 from graph.settings import Settings
 from web import routes_approvals, routes_background, routes_chat, routes_health, routes_page, routes_threads
+from web.auth import token_owners
 from web.deps import ServerState
 from web.errors import install_error_handlers
 from web.hub import TurnHub
@@ -43,7 +44,9 @@ def create_app(settings: Settings | None = None, **app_options: Any) -> FastAPI:
         async with open_app(config, **app_options) as tollgate:
             hub = TurnHub(tollgate.services.db, idle_seconds=config.stream_idle_seconds)
             limiter = RateLimiter(config.rate_limit_burst, config.rate_limit_per_minute)
-            api.state.tollgate = ServerState(settings=config, app=tollgate, hub=hub, limiter=limiter)
+            api.state.tollgate = ServerState(
+                settings=config, app=tollgate, hub=hub, limiter=limiter, token_owners=token_owners(tollgate.services.db)
+            )
             try:
                 yield
             finally:

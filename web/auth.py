@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Sequence
+from functools import partial
 from typing import Final
 
 from graph.db import Database
 from graph.state import Context
+from web.coalesce import Coalescer
 
-__all__ = ["TOKEN_PREFIX", "ensure_demo_token", "hash_token", "issue_token", "owner_for_token", "revoke_token"]
+__all__ = [
+    "TOKEN_PREFIX", "ensure_demo_token", "hash_token", "issue_token", "owners_for_tokens", "revoke_token",
+    "token_owners", "well_formed",
+]
 
 TOKEN_PREFIX: Final = "tg_"
 """Every Tollgate bearer token starts with this (easy to spot in a secret scanner)."""
@@ -53,13 +59,29 @@ async def revoke_token(db: Database, token: str) -> bool:
         return cur.rowcount == 1
 
 
-async def owner_for_token(db: Database, token: str) -> str | None:
-    """The owner a live token maps to, or ``None``."""
-    if not token or len(token) > _MAX_TOKEN or not token.startswith(TOKEN_PREFIX):
-        return None
-    async with db.pool.connection() as conn:
-        cur = await conn.execute(
-            "SELECT owner_id FROM api_tokens WHERE token_hash = %s AND revoked_at IS NULL", (hash_token(token),)
-        )
-        row = await cur.fetchone()
-    return str(row["owner_id"]) if row else None
+def well_formed(token: str) -> bool:
+    """Whether ``token`` could be a Tollgate token at all (anything else is refused unlooked-up)."""
+    return 0 < len(token) <= _MAX_TOKEN and token.startswith(TOKEN_PREFIX)
+
+
+async def owners_for_tokens(db: Database, tokens: Sequence[str]) -> list[str | None]:
+    """The owner each live token maps to (``None`` if unknown, revoked or malformed), in one query."""
+    hashes = [hash_token(token) if well_formed(token) else None for token in tokens]
+    owners: dict[str, str] = {}
+    if any(hashes):
+        async with db.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT token_hash, owner_id FROM api_tokens WHERE token_hash = ANY(%s) AND revoked_at IS NULL",
+                ([h for h in hashes if h],),
+            )
+            owners = {row["token_hash"]: str(row["owner_id"]) for row in await cur.fetchall()}
+    return [owners.get(h) if h else None for h in hashes]
+
+
+def token_owners(db: Database) -> Coalescer[str, str | None]:
+    """``await lookup(token)``: the token's owner or ``None``; concurrent lookups share one query.
+
+    Every lookup reads the table after it was asked (a batch starts after its last item came),
+    so a revocation committed before a request is seen by it, as with a query of its own.
+    """
+    return Coalescer(partial(owners_for_tokens, db), name="token-owners")

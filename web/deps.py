@@ -15,7 +15,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from graph.app import App
 from graph.settings import Settings
 from graph.state import Context
-from web.auth import owner_for_token
+from web.auth import well_formed
+from web.coalesce import Coalescer
 from web.errors import RateLimited, Unauthenticated
 from web.hub import TurnHub
 from web.ratelimit import RateLimiter
@@ -44,6 +45,8 @@ class ServerState:
     """Detached runs and the event log."""
     limiter: RateLimiter
     """The per-principal request budget."""
+    token_owners: Coalescer[str, str | None]
+    """Bearer token to owner (``None``: unknown or revoked), concurrent lookups in one query."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +114,8 @@ async def current_principal(
     """Authenticate the bearer token, then spend one request of the owner's budget."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise Unauthenticated()
-    owner = await owner_for_token(state.app.services.db, credentials.credentials)
+    token = credentials.credentials
+    owner = await state.token_owners(token) if well_formed(token) else None
     if owner is None:
         raise Unauthenticated()
     retry_after = state.limiter.take(owner)

@@ -25,6 +25,7 @@ import logging
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from functools import partial
 from datetime import UTC, datetime
 from typing import Final
 
@@ -32,6 +33,7 @@ from graph.db import Database
 from graph.events import TurnEvent
 from policies.errors import TollgateError
 from web import store
+from web.coalesce import Coalescer
 
 __all__ = ["FAILED_RUN_MESSAGE", "LiveRun", "TurnHub"]
 
@@ -94,6 +96,10 @@ class TurnHub:
         self._signals: dict[str, asyncio.Event] = {}
         self.owned = store.OwnedThreads()
         """Threads known to be their owner's (the early ownership check of a request)."""
+        self.log: Coalescer[store.EventsOf, list[TurnEvent]] = Coalescer(
+            partial(store.record_events, db), name="turn-events"
+        )
+        """Appends a run's events to the log; runs that write at once share one statement."""
 
     async def start(self, owner_id: str, thread_id: str, events: AsyncIterator[TurnEvent]) -> tuple[LiveRun, TurnEvent]:
         """Run ``events`` detached; return once its first event is recorded.
@@ -163,7 +169,7 @@ class TurnHub:
         self._notify(run.thread_id)
 
     async def _record(self, run: LiveRun, owner_id: str, event: TurnEvent) -> None:
-        self._recorded(run, await store.record_events(self.db, owner_id, [event]))
+        self._recorded(run, await self.log(store.EventsOf(owner_id, [event])))
 
     async def _record_failure(self, run: LiveRun, owner_id: str, exc: Exception) -> None:
         """End a run that failed mid-stream with a recorded, fatal ``error`` event."""
@@ -316,7 +322,7 @@ class _Recorder:
                 await _wait(self.urgent, self.linger)
             batch, self.pending = self.pending, []
             try:
-                recorded = await store.record_events(self.hub.db, self.owner_id, batch)
+                recorded = await self.hub.log(store.EventsOf(self.owner_id, batch))
             except Exception as exc:  # surfaced to the run by check() or drain()
                 self.error = exc
                 return

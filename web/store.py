@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 import uuid
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
-
-from psycopg.types.json import Jsonb
 
 from graph.db import Database
 from graph.events import TurnEvent
@@ -23,6 +22,7 @@ from web.schemas import MessageOut, ThreadStatus, ThreadSummary
 __all__ = [
     "TERMINAL",
     "ApprovalRef",
+    "EventsOf",
     "OwnedThreads",
     "ThreadRow",
     "create_thread",
@@ -30,7 +30,6 @@ __all__ = [
     "events_after",
     "latest_event",
     "list_threads",
-    "record_event",
     "record_events",
     "require_approval",
     "require_thread",
@@ -191,35 +190,36 @@ async def transcript(db: Database, thread_id: str, limit: int) -> list[MessageOu
     ]
 
 
-async def record_event(db: Database, owner_id: str, event: TurnEvent) -> None:
-    """Append one streamed event to the log (a re-run of the same seq replaces the stale one)."""
-    async with db.pool.connection() as conn:
-        await conn.execute(
-            """INSERT INTO turn_events (thread_id, turn_id, seq, owner_id, type, event)
-               VALUES (%s, %s, %s, %s, %s, %s)
-               ON CONFLICT (thread_id, turn_id, seq) DO UPDATE
-               SET type = EXCLUDED.type, event = EXCLUDED.event, created_at = now()""",
-            (
-                event.get("thread_id", ""), event["turn_id"], event["seq"], owner_id, event["type"],
-                Jsonb(event, dumps=lambda obj: json.dumps(obj, default=str)),
-            ),
-        )
-
-
 _RECORD_SQL: Final = """INSERT INTO turn_events (thread_id, turn_id, seq, owner_id, type, event)
-    SELECT coalesce(e ->> 'thread_id', ''), e ->> 'turn_id', (e ->> 'seq')::integer, %s, e ->> 'type', e
-    FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS batch (e, n)
+    SELECT coalesce(e ->> 'thread_id', ''), e ->> 'turn_id', (e ->> 'seq')::integer, o, e ->> 'type', e
+    FROM ROWS FROM (jsonb_array_elements(%s::jsonb), unnest(%s::text[])) WITH ORDINALITY AS batch (e, o, n)
     ORDER BY n
     ON CONFLICT (thread_id, turn_id, seq) DO UPDATE
     SET type = EXCLUDED.type, event = EXCLUDED.event, created_at = now()"""
 
 
-async def record_events(db: Database, owner_id: str, events: list[TurnEvent]) -> list[TurnEvent]:
-    """Append streamed events (one run's, in order) to the log in one statement; return them as stored."""
-    payloads = [json.dumps(event, default=str) for event in events]
+@dataclass(frozen=True, slots=True)
+class EventsOf:
+    """Events of one run, in order, to append to the log for their owner."""
+
+    owner_id: str
+    """Whose run it is."""
+    events: Sequence[TurnEvent]
+    """The events."""
+
+
+async def record_events(db: Database, runs: Sequence[EventsOf]) -> list[list[TurnEvent]]:
+    """Append the events of ``runs`` to the log in one statement; return each run's events as stored.
+
+    A re-run of a stored seq replaces the stale event (a run retried after a crash). Events of
+    one run keep their order, and so do runs (their ids in the log grow in this order). No two
+    runs may be of the same thread: runs on a thread are serialized, so they never are.
+    """
+    payloads = [[json.dumps(event, default=str) for event in run.events] for run in runs]
+    owners = [run.owner_id for run in runs for _ in run.events]
     async with db.pool.connection() as conn:
-        await conn.execute(_RECORD_SQL, (owner_id, "[" + ",".join(payloads) + "]"))
-    return [json.loads(payload) for payload in payloads]
+        await conn.execute(_RECORD_SQL, ("[" + ",".join(p for run in payloads for p in run) + "]", owners))
+    return [[json.loads(payload) for payload in run] for run in payloads]
 
 
 async def events_after(db: Database, thread_id: str, turn_id: str, after_seq: int) -> list[TurnEvent]:
