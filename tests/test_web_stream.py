@@ -55,7 +55,24 @@ async def test_a_run_stream_writes_each_batch_once_and_a_keep_alive_as_a_comment
     assert bodies[0].startswith(b"id: 1\r\nevent: tool_start\r\ndata: ") and bodies[0].count(b"event:") == 1
     assert bodies[1] == b": ping\r\n\r\n"
     assert bodies[2].count(b"event:") == 2  # recorded together, written together
-    assert bodies[3] == b"" and sent[-1]["more_body"] is False
+    assert [m["more_body"] for m in sent[1:]] == [True, True, False]  # the last event's write ends the response
+
+
+async def test_a_run_stream_that_ends_without_a_last_event_still_ends_the_response() -> None:
+    async def batches() -> Any:  # the database failed before the run's last event was recorded
+        yield [_event(1, "tool_start")]
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    async def receive() -> Any:  # pragma: no cover - the stream never reads the request
+        raise AssertionError("not read")
+
+    await RunStream(batches())({"type": "http"}, receive, send)
+    assert [(m.get("body"), m.get("more_body")) for m in sent[1:]][-1] == (b"", False)
+    assert [m["more_body"] for m in sent[1:]] == [True, False]
 
 
 async def test_a_chat_stream_is_served_as_server_sent_events(api: Api) -> None:

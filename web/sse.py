@@ -21,6 +21,7 @@ from starlette.types import Receive, Scope, Send
 from graph.events import TurnEvent
 from policies.errors import TollgateError, Unavailable
 from web.hub import LiveRun, TurnHub
+from web.store import ends_run
 from web.schemas import ApprovalOut, EventOut, TurnResult
 
 __all__ = ["PING_SECONDS", "RunStream", "event_stream", "respond_to_run", "run_stream", "to_sse", "wants_json"]
@@ -69,7 +70,10 @@ class RunStream(Response):
         async with aclosing(self.batches) as batches:
             async for batch in batches:
                 body = b"".join(to_sse(item).encode() for item in batch) if batch else _KEEP_ALIVE
-                await send({"type": "http.response.body", "body": body, "more_body": True})
+                last = bool(batch) and ends_run(batch[-1])  # the response ends with it: one write fewer
+                await send({"type": "http.response.body", "body": body, "more_body": not last})
+                if last:
+                    return
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
