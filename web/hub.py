@@ -5,8 +5,9 @@ task of the server; the task records every event in ``turn_events`` *before* any
 it, then wakes the followers. Every stream (the request's own, or a reconnect with
 ``Last-Event-ID``) is a follower of that log, so a client that drops mid-turn loses nothing:
 the turn goes on, and reconnecting replays what came after the last id it saw. Events are
-written in group commits (what arrives while a write is in flight goes in the next), and the
-request's own stream takes them from memory once written rather than reading them back.
+written in group commits (a run's events that arrive while its write is in flight go in its
+next; runs that write at once share one statement), and the request's own stream takes them
+from memory once written rather than reading them back.
 
 A run ends with its terminal event (``message_complete`` or ``approval_required``), recorded
 only once the runner is done with the run (the approval it asks for is stored by then), so a
@@ -25,8 +26,8 @@ import logging
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from functools import partial
 from datetime import UTC, datetime
+from functools import partial
 from typing import Final
 
 from graph.db import Database

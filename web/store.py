@@ -212,8 +212,9 @@ async def record_events(db: Database, runs: Sequence[EventsOf]) -> list[list[Tur
     """Append the events of ``runs`` to the log in one statement; return each run's events as stored.
 
     A re-run of a stored seq replaces the stale event (a run retried after a crash). Events of
-    one run keep their order, and so do runs (their ids in the log grow in this order). No two
-    runs may be of the same thread: runs on a thread are serialized, so they never are.
+    one run keep their order, and so do runs (their ids in the log grow in this order). The
+    same event key twice in one call fails the whole statement (PostgreSQL's cardinality
+    violation); the hub's coalescer then writes each run alone, in order.
     """
     payloads = [[json.dumps(event, default=str) for event in run.events] for run in runs]
     owners = [run.owner_id for run in runs for _ in run.events]
