@@ -62,6 +62,20 @@ async def test_a_failing_batch_is_retried_alone_so_a_bad_item_fails_only_its_cal
     assert gate.batches == [["x"], ["b", "bad", "c"], ["b"], ["bad"], ["c"]]
 
 
+async def test_an_unreachable_database_fails_the_whole_batch_at_once_without_retries() -> None:
+    calls: list[list[str]] = []
+
+    async def down(items: Sequence[str]) -> list[str]:
+        calls.append(list(items))
+        await asyncio.sleep(0)
+        raise psycopg.OperationalError("connection refused")
+
+    lookup = Coalescer(down, name="down")
+    results = await asyncio.gather(*(lookup(item) for item in ("a", "b", "c")), return_exceptions=True)
+    assert all(isinstance(r, psycopg.OperationalError) for r in results)
+    assert calls == [["a", "b", "c"]]  # not retried item by item: each would wait on the same outage
+
+
 async def test_a_caller_that_stops_waiting_does_not_stop_its_batch() -> None:
     gate = _Gate()
     lookup = Coalescer(gate, name="test")

@@ -9,7 +9,9 @@ flight wait for it to finish (one round trip at most) and then go together.
 
 A batch that fails is retried one item at a time, so a bad item fails only its own caller;
 that is safe because the batch function is one statement (it did nothing when it failed) and
-idempotent (reads, or upserts keyed by their content). Not a library: the dataloader packages
+idempotent (reads, or upserts keyed by their content). A batch that fails because the database
+is out of reach (``psycopg.OperationalError``, a pool timeout included) fails all its callers at
+once instead of making each wait on the outage in turn. Not a library: the dataloader packages
 for Python batch within one tick of the event loop, which under load leaves most callers
 alone; this batches for as long as the previous batch takes.
 """
@@ -19,6 +21,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
+
+import psycopg
 
 __all__ = ["Coalescer"]
 
@@ -62,8 +66,11 @@ class Coalescer(Generic[In, Out]):
             if len(results) != len(batch):
                 raise RuntimeError(f"{self._name}: {len(results)} results for {len(batch)} items")
         except Exception as exc:
-            if len(batch) == 1:
-                _set(batch[0][1], exception=exc)
+            if len(batch) == 1 or isinstance(exc, psycopg.OperationalError):
+                # The database is unreachable (or the pool timed out): every item would wait on the
+                # same outage again, one after another. Only other errors may be an item's own.
+                for _, future in batch:
+                    _set(future, exception=exc)
                 return
             for one in batch:  # alone, so a bad item fails only its own caller
                 await self._settle([one])
