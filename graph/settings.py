@@ -41,8 +41,10 @@ class Settings(BaseSettings):
     """Character budget for those prior turns."""
     default_timezone: str = "UTC"
     """Timezone for owners who have none configured."""
-    pool_max_size: int = Field(default=10, ge=1, le=200)
-    """Maximum PostgreSQL connections per process."""
+    pool_max_size: int = Field(default=20, ge=1, le=200)
+    """Maximum PostgreSQL connections per process (opened on demand). A running turn holds one for
+    its whole run (the thread's lock); the server's event log and token lookups share the rest, so
+    turns beyond this many at once wait for a connection."""
     governance_mode: Literal["shadow", "enforce"] = "enforce"
     """``shadow`` only records what DLP would block or send for approval; tiers, schemas, ids and
     network safety are enforced in both modes."""
