@@ -31,11 +31,12 @@ async def test_a_quiet_run_is_followed_by_keep_alives_then_by_its_events(db: Dat
         await anext(batches)
 
 
-async def test_a_run_stream_writes_each_batch_once_and_a_keep_alive_as_a_comment() -> None:
-    async def batches() -> Any:
-        yield [_event(1, "tool_start")]
-        yield []
-        yield [_event(2, "tool_end"), _event(3, "message_complete")]
+async def _served(*batches: list[TurnEvent]) -> list[dict[str, Any]]:
+    """The ASGI messages a :class:`RunStream` of ``batches`` sends."""
+
+    async def source() -> Any:
+        for batch in batches:
+            yield batch
 
     sent: list[dict[str, Any]] = []
 
@@ -45,7 +46,12 @@ async def test_a_run_stream_writes_each_batch_once_and_a_keep_alive_as_a_comment
     async def receive() -> Any:  # pragma: no cover - the stream never reads the request
         raise AssertionError("not read")
 
-    await RunStream(batches())({"type": "http"}, receive, send)
+    await RunStream(source())({"type": "http"}, receive, send)
+    return sent
+
+
+async def test_a_run_stream_writes_each_batch_once_and_a_keep_alive_as_a_comment() -> None:
+    sent = await _served([_event(1, "tool_start")], [], [_event(2, "tool_end"), _event(3, "message_complete")])
     assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 200
     headers = dict(sent[0]["headers"])
     assert headers[b"content-type"] == b"text/event-stream; charset=utf-8"
@@ -59,20 +65,8 @@ async def test_a_run_stream_writes_each_batch_once_and_a_keep_alive_as_a_comment
 
 
 async def test_a_run_stream_that_ends_without_a_last_event_still_ends_the_response() -> None:
-    async def batches() -> Any:  # the database failed before the run's last event was recorded
-        yield [_event(1, "tool_start")]
-
-    sent: list[dict[str, Any]] = []
-
-    async def send(message: Any) -> None:
-        sent.append(message)
-
-    async def receive() -> Any:  # pragma: no cover - the stream never reads the request
-        raise AssertionError("not read")
-
-    await RunStream(batches())({"type": "http"}, receive, send)
-    assert [(m.get("body"), m.get("more_body")) for m in sent[1:]][-1] == (b"", False)
-    assert [m["more_body"] for m in sent[1:]] == [True, False]
+    sent = await _served([_event(1, "tool_start")])  # the database failed before the run's last event was recorded
+    assert [(m["body"], m["more_body"]) for m in sent[1:]] == [(sent[1]["body"], True), (b"", False)]
 
 
 async def test_a_chat_stream_is_served_as_server_sent_events(api: Api) -> None:
