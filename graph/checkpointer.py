@@ -103,6 +103,8 @@ class TurnSaver(AuditedPostgresSaver):
                         await cur.execute("BEGIN")
                     for sql, params in turn.take_deferred() if turn is not None else []:
                         await cur.execute(sql, params)
+                    if turn is not None:  # a checkpoint held for this write goes with it
+                        await turn_db.run_statements(cur, turn.take_held())
                     yield cur
                     if release and turn is not None:
                         # The lock goes only after the commit: the next turn must read this checkpoint.
@@ -115,7 +117,11 @@ class TurnSaver(AuditedPostgresSaver):
             if release and turn is not None:
                 turn.released = True  # only once the pipeline synced without an error
         else:
-            if turn is not None:
+            if turn is not None and turn.held:  # a read must see the checkpoint held back
+                async with conn.pipeline() as pipe, conn.cursor(binary=True) as cur:
+                    await turn_db.queue_ahead(turn, pipe)
+                    await turn_db.run_statements(cur, turn.take_held())
+            elif turn is not None:
                 await turn_db.flush_ahead(turn)
             async with conn.cursor(binary=True, row_factory=dict_row) as cur:
                 yield cur
@@ -195,8 +201,8 @@ class TurnSaver(AuditedPostgresSaver):
             writes,
         )
         # An interrupt's writes end a run whose checkpoint is written at its exit, just before
-        # them: once that checkpoint is in (checked under the turn's lock, by its id), the lock
-        # goes in their round trip, after they commit.
+        # them (held, it goes in their transaction): once that checkpoint is in or held (checked
+        # under the turn's lock, by its id), the lock goes in their round trip, after they commit.
         interrupt = any(channel == INTERRUPT_CHANNEL for channel, _ in writes)
         marked = _interrupt_writes.set(str(configurable.get("checkpoint_id") or "") if interrupt else "")  # this task only
         try:
@@ -213,14 +219,21 @@ class TurnSaver(AuditedPostgresSaver):
         if turn is None:
             return await super().aput(config, checkpoint, metadata, new_versions)
         turn.take(str(config["configurable"]["thread_id"]))
-        saved = await self._aput_inline(config, checkpoint, metadata, new_versions)
+        saved, statements = self._aput_statements(config, checkpoint, metadata, new_versions)
+        if turn.interrupted and turn.release_with_interrupt and not turn.held:
+            # The exit checkpoint of a run that stopped at an interrupt: the interrupt's writes come
+            # next and end the run. Held, it goes in their round trip and their transaction.
+            turn.held = statements
+        else:
+            async with self._cursor(pipeline=True) as cur:
+                await turn_db.run_statements(cur, statements)
         turn.written_checkpoint = checkpoint["id"]
         return saved
 
-    async def _aput_inline(
+    def _aput_statements(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions
-    ) -> RunnableConfig:
-        """LangGraph's :meth:`aput`, with the blobs serialized inline (see the class docstring)."""
+    ) -> tuple[RunnableConfig, list[tuple[str, Any, bool]]]:
+        """LangGraph's :meth:`aput` as statements, with the blobs serialized inline (see the class docstring)."""
         configurable = config["configurable"].copy()
         thread_id = configurable.pop("thread_id")
         checkpoint_ns = configurable.pop("checkpoint_ns")
@@ -240,20 +253,21 @@ class TurnSaver(AuditedPostgresSaver):
                 pass
             else:
                 blob_values[k] = copy["channel_values"].pop(k)
-        async with self._cursor(pipeline=True) as cur:
-            if blob_versions := {k: v for k, v in new_versions.items() if k in blob_values}:
-                await cur.executemany(
-                    self.UPSERT_CHECKPOINT_BLOBS_SQL,
-                    self._dump_blobs(thread_id, checkpoint_ns, blob_values, blob_versions),
-                )
-            await cur.execute(
-                self.UPSERT_CHECKPOINTS_SQL,
-                (
-                    thread_id, checkpoint_ns, checkpoint["id"], checkpoint_id, Jsonb(copy),
-                    Jsonb(get_serializable_checkpoint_metadata(config, metadata)),
-                ),
-            )
-        return next_config
+        statements: list[tuple[str, Any, bool]] = []
+        if blob_versions := {k: v for k, v in new_versions.items() if k in blob_values}:
+            statements.append((
+                self.UPSERT_CHECKPOINT_BLOBS_SQL, self._dump_blobs(thread_id, checkpoint_ns, blob_values, blob_versions),
+                True,
+            ))
+        statements.append((
+            self.UPSERT_CHECKPOINTS_SQL,
+            (
+                thread_id, checkpoint_ns, checkpoint["id"], checkpoint_id, Jsonb(copy),
+                Jsonb(get_serializable_checkpoint_metadata(config, metadata)),
+            ),
+            False,
+        ))
+        return next_config, statements
 
 
 async def open_checkpointer(

@@ -347,19 +347,23 @@ class TurnRunner:
                             interrupt_value = intr.value
                             if turn is not None:  # listed in the transaction of the interrupted checkpoint
                                 turn.defer(_APPROVAL_SQL, _approval_row(ctx, thread_id, interrupt_value))
+                                turn.interrupted = True
         except BaseException:
             # A resumed run that failed after taking its decision has consumed the interrupt:
             # record the decision so the approval is not listed as pending forever.
             if turn is not None:
                 turn.take_deferred()  # not run: the run failed before its checkpoint took them
+                turn.take_held()  # nor the checkpoint held for the interrupt's writes
             if resume and decided is not None:
                 async with self.services.db.pool.connection() as conn:
                     await conn.execute(_DECIDED_SQL, (_STATUS.get(decided, "rejected"), thread_id, ctx.owner_id))
             raise
-        if turn is not None and (left := turn.take_deferred()):
-            async with turn.conn.pipeline():  # the checkpointer wrote nothing that took them
-                for sql, params in left:
-                    await turn.conn.execute(sql, params)
+        if turn is not None and ((left := turn.take_deferred()) or turn.held):
+            # The checkpointer wrote nothing that took them (or held a checkpoint for writes that
+            # never came): one implicit transaction, after the audit records sent ahead.
+            async with turn.conn.pipeline() as pipe, turn.conn.cursor(binary=True) as cur:
+                await turn_db.queue_ahead(turn, pipe)
+                await turn_db.run_statements(cur, [(sql, params, False) for sql, params in left] + turn.take_held())
         if interrupt_value is None and self._prune_due(last_turn):
             await self._prune(thread_id)
         if turn is not None or (interrupt_value is None and not (resume and decided is not None)):

@@ -18,17 +18,17 @@ graph (the HTTP hub, the background ledger, other turns) keeps using the pool.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph.checkpoint.base import CheckpointTuple
-from psycopg import AsyncConnection, AsyncPipeline
+from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline
 from psycopg.pq import TransactionStatus
 
-__all__ = ["TurnDb", "bound", "connection", "current", "flush_ahead", "queue_ahead", "transaction"]
+__all__ = ["TurnDb", "bound", "connection", "current", "flush_ahead", "queue_ahead", "run_statements", "transaction"]
 
 
 @dataclass(eq=False)
@@ -51,10 +51,15 @@ class TurnDb:
     """The turn is over but for its checkpoint write: release the lock in that write's round trip."""
     release_with_interrupt: bool = False
     """The run writes its checkpoint at its exit: an interrupt's writes on that checkpoint, once
-    it is written (:attr:`written_checkpoint`), are then its last statements, and release the
-    lock in their round trip."""
+    it is written or held (:attr:`written_checkpoint`), are then its last statements, and release
+    the lock in their round trip."""
     written_checkpoint: str = ""
-    """The id of the last checkpoint the turn wrote."""
+    """The id of the last checkpoint the turn wrote (or holds, see :attr:`held`)."""
+    interrupted: bool = False
+    """The run stopped at an interrupt: its exit checkpoint is held for the interrupt's writes."""
+    held: list[tuple[str, Any, bool]] = field(default_factory=list)
+    """A checkpoint write held back (``(sql, params, many)`` each): it goes first in the turn's next
+    statement's round trip, in its transaction (an interrupted run's checkpoint, with its writes)."""
     released: bool = False
     """Whether the checkpoint write released the lock."""
     setup: dict[tuple[str, str, int], dict[str, Any] | None] = field(default_factory=dict)
@@ -100,6 +105,11 @@ class TurnDb:
         graph (a checkpointer that never wrote).
         """
         self.deferred.append((sql, params))
+
+    def take_held(self) -> list[tuple[str, Any, bool]]:
+        """The held checkpoint statements, in order, now owned by the caller."""
+        out, self.held = self.held, []
+        return out
 
     def take_deferred(self) -> list[tuple[str, Any]]:
         """The deferred statements, in order, now owned by the caller."""
@@ -160,6 +170,15 @@ async def queue_ahead(turn: TurnDb, pipeline: AsyncPipeline) -> None:
         await turn.conn.execute(sql, params)
     if statements:
         pipeline._enqueue_sync()
+
+
+async def run_statements(cur: AsyncCursor[Any], statements: Sequence[tuple[str, Any, bool]]) -> None:
+    """Run ``(sql, params, many)`` statements on ``cur`` (queued, in its connection's pipeline if it has one)."""
+    for sql, params, many in statements:
+        if many:
+            await cur.executemany(sql, params)
+        else:
+            await cur.execute(sql, params)
 
 
 async def flush_ahead(turn: TurnDb) -> None:

@@ -4,14 +4,19 @@ taken for a decision by approval id only while the approval is pending."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from typing import Any
 
 import pytest
 from psycopg import AsyncConnection
 
+from bench.roundtrips import open_counted_database
 from graph import turn_db
-from graph.checkpointer import INTERRUPT_CHANNEL, TurnSaver
+from graph.checkpointer import INTERRUPT_CHANNEL, TurnSaver, open_checkpointer
 from graph.db import Database
-from graph.runner import _LOCK_KEY_OF_THREAD_ID, _lock_key
+from graph.runner import _LOCK_KEY_OF_THREAD_ID, TurnRunner, _lock_key
+from graph.services import Services
+from graph.turn import build_graph
 from graph.state import Context
 from policies.errors import ApprovalInvalid, NotFound
 from tests.fakes import ScriptedModel, call
@@ -125,3 +130,102 @@ async def test_a_decision_waiting_on_a_busy_thread_sees_what_the_lock_holder_lef
         with pytest.raises(ApprovalInvalid, match="already superseded"):
             await deciding
     assert await _lock_is_free(db, thread_id)
+
+
+async def _checkpoints_of(db: Database, thread_id: str) -> tuple[int, int]:
+    """(checkpoints, interrupt writes) stored for ``thread_id``."""
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT (SELECT count(*) FROM checkpoints WHERE thread_id = %s) AS checkpoints,"
+            " (SELECT count(*) FROM checkpoint_writes WHERE thread_id = %s AND channel = %s) AS interrupts",
+            (thread_id, thread_id, INTERRUPT_CHANNEL),
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    return row["checkpoints"], row["interrupts"]
+
+
+async def test_an_interrupted_runs_checkpoint_is_held_then_committed_with_its_writes(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database
+) -> None:
+    """The exit checkpoint of a run stopped at an interrupt goes in the interrupt writes' transaction."""
+    thread_id = ctx.owner_id + "/t-held"
+    await _propose_task(turns, model, ctx, thread_id)  # a real interrupted run: its exit checkpoint to copy
+    saver = turns.runner.graph.checkpointer
+    assert isinstance(saver, TurnSaver)
+    saved = await saver.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+    assert saved is not None
+    other = ctx.owner_id + "/t-held-copy"
+    config = {"configurable": {"thread_id": other, "checkpoint_ns": ""}}
+    versions = dict(saved.checkpoint["channel_versions"])
+    async with db.pool.connection() as conn:
+        key = _lock_key(other)
+        await conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+        turn = turn_db.TurnDb(pool=db.pool, conn=conn, thread_id=other, lock_key=key)
+        turn.release_with_interrupt = turn.interrupted = True
+        with turn_db.bound(turn):
+            written = await saver.aput(config, saved.checkpoint, saved.metadata, versions)  # type: ignore[arg-type]
+            assert turn.held and await _checkpoints_of(db, other) == (0, 0)  # held: nothing sent yet
+            await saver.aput_writes(written, [(INTERRUPT_CHANNEL, [])], "task-1")
+        assert not turn.held and turn.released
+    assert await _checkpoints_of(db, other) == (1, 1)
+    assert await _lock_is_free(db, other)
+
+
+async def test_a_read_in_the_turn_sees_a_held_checkpoint(turns: Turns, model: ScriptedModel, ctx: Context, db: Database) -> None:
+    thread_id = ctx.owner_id + "/t-held-read"
+    await _propose_task(turns, model, ctx, thread_id)
+    saver = turns.runner.graph.checkpointer
+    assert isinstance(saver, TurnSaver)
+    saved = await saver.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+    assert saved is not None
+    other = ctx.owner_id + "/t-held-read-copy"
+    async with db.pool.connection() as conn:
+        turn = turn_db.TurnDb(pool=db.pool, conn=conn, thread_id=other, lock_key=_lock_key(other))
+        turn.release_with_interrupt = turn.interrupted = True
+        with turn_db.bound(turn):
+            written = await saver.aput({"configurable": {"thread_id": other, "checkpoint_ns": ""}}, saved.checkpoint,
+                                       saved.metadata, dict(saved.checkpoint["channel_versions"]))  # type: ignore[arg-type]
+            assert turn.held
+            again = await saver.aget_tuple(written)
+        assert again is not None and again.checkpoint["id"] == saved.checkpoint["id"] and not turn.held
+
+
+async def test_a_held_checkpoint_whose_writes_never_come_is_written_when_the_run_ends(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    saver = turns.runner.graph.checkpointer
+    assert isinstance(saver, TurnSaver)
+    original = saver.aput_writes
+
+    async def no_interrupt_writes(config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        if not any(channel == INTERRUPT_CHANNEL for channel, _ in writes):
+            await original(config, writes, task_id, task_path)
+
+    monkeypatch.setattr(saver, "aput_writes", no_interrupt_writes)
+    thread_id = ctx.owner_id + "/t-held-end"
+    await _propose_task(turns, model, ctx, thread_id)
+    assert await _checkpoints_of(db, thread_id) == (1, 0)  # the checkpoint, without the writes that never came
+    assert [p.thread_id for p in await turns.runner.pending_approvals(ctx, thread_id=thread_id)] == [thread_id]
+    assert await _lock_is_free(db, thread_id)
+
+
+async def test_a_write_turn_is_two_round_trips_and_its_approval_four(
+    services: Services, model: ScriptedModel, db: Database
+) -> None:
+    """The lock's round trip, then one for the gate's record, the approval row, the checkpoint
+    and the interrupt's writes; the approval takes the lock, runs the effect (two) and commits."""
+    await open_checkpointer(db)  # its tables, migrated on the session's pool
+    async with open_counted_database(db.url) as (counted, trips):
+        local = dataclasses.replace(services, db=counted)
+        runner = TurnRunner(build_graph(local, checkpointer=await open_checkpointer(counted, setup=False)), local)
+        ctx = Context(owner_id="trips-owner", timezone="UTC")
+        for round_ in range(3):  # the first runs prepare their statements (a round trip each)
+            model.push(call("tasks__create", {"title": "water the plants"}))
+            with trips.window() as write:
+                out = await runner.send(ctx, f"trips-owner/t-{round_}", "add a task to water the plants")
+            assert out.approval is not None
+            with trips.window() as approve:
+                done = await runner.decide(ctx, out.approval.approval_id, {"type": "approve"})
+            assert done.outcome == "executed"
+        assert (write[0], approve[0]) == (2, 4)
