@@ -6,6 +6,8 @@ window is open. A round trip is one wait of the client for the server: a run of 
 messages (``F``) followed by backend messages (``B``). A pipelined batch (the checkpointer's
 ``executemany`` of blobs plus its checkpoint row) is one round trip; a statement psycopg
 prepares first is two (``Parse``/``Sync``, then ``Bind``/``Execute``/``Sync``), as on the wire.
+A reply the client reads while it is still sending the same pipeline (an early statement's
+``Sync`` answered before the last one is sent) counts as one more: the count can be over, never under.
 Only the benchmark uses this pool; the product's pool is untouched.
 """
 
