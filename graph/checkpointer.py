@@ -117,11 +117,7 @@ class TurnSaver(AuditedPostgresSaver):
             if release and turn is not None:
                 turn.released = True  # only once the pipeline synced without an error
         else:
-            if turn is not None and turn.held:  # a read must see the checkpoint held back
-                async with conn.pipeline() as pipe, conn.cursor(binary=True) as cur:
-                    await turn_db.queue_ahead(turn, pipe)
-                    await turn_db.run_statements(cur, turn.take_held())
-            elif turn is not None:
+            if turn is not None:  # audit records first; a read must see a checkpoint held back
                 await turn_db.flush_ahead(turn)
             async with conn.cursor(binary=True, row_factory=dict_row) as cur:
                 yield cur

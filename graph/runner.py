@@ -359,11 +359,9 @@ class TurnRunner:
                     await conn.execute(_DECIDED_SQL, (_STATUS.get(decided, "rejected"), thread_id, ctx.owner_id))
             raise
         if turn is not None and ((left := turn.take_deferred()) or turn.held):
-            # The checkpointer wrote nothing that took them (or held a checkpoint for writes that
-            # never came): one implicit transaction, after the audit records sent ahead.
-            async with turn.conn.pipeline() as pipe, turn.conn.cursor(binary=True) as cur:
-                await turn_db.queue_ahead(turn, pipe)
-                await turn_db.run_statements(cur, [(sql, params, False) for sql, params in left] + turn.take_held())
+            # The checkpointer wrote nothing that took them, or held a checkpoint for writes that
+            # never came: they commit together, after the audit records sent ahead.
+            await turn_db.flush_ahead(turn, then=[(sql, params, False) for sql, params in left])
         if interrupt_value is None and self._prune_due(last_turn):
             await self._prune(thread_id)
         if turn is not None or (interrupt_value is None and not (resume and decided is not None)):

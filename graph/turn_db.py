@@ -181,11 +181,17 @@ async def run_statements(cur: AsyncCursor[Any], statements: Sequence[tuple[str, 
             await cur.execute(sql, params)
 
 
-async def flush_ahead(turn: TurnDb) -> None:
-    """Send what is still queued ahead, in one round trip."""
-    if turn.ahead and not (turn.conn.closed or turn.conn.broken):
-        async with turn.conn.pipeline() as pipeline:
+async def flush_ahead(turn: TurnDb, then: Sequence[tuple[str, Any, bool]] = ()) -> None:
+    """Send what is still queued ahead, then ``then`` and a held checkpoint, in one round trip.
+
+    The statements after the audit records commit together (the pipeline's last Sync ends
+    their implicit transaction).
+    """
+    statements = [*then, *turn.take_held()]
+    if (turn.ahead or statements) and not (turn.conn.closed or turn.conn.broken):
+        async with turn.conn.pipeline() as pipeline, turn.conn.cursor(binary=True) as cur:
             await queue_ahead(turn, pipeline)
+            await run_statements(cur, statements)
 
 
 @asynccontextmanager
@@ -224,6 +230,10 @@ async def transaction(conn: AsyncConnection[Any], *, read_only: bool = False) ->
         async with conn.pipeline() as pipeline:
             if turn is not None and turn.conn is conn:
                 await queue_ahead(turn, pipeline)  # committed first, each on its own
+                if turn.held:  # a held checkpoint goes before it, committed on its own
+                    async with conn.cursor(binary=True) as cur:
+                        await run_statements(cur, turn.take_held())
+                    pipeline._enqueue_sync()  # see queue_ahead
             await conn.execute("BEGIN READ ONLY" if read_only else "BEGIN")
             yield conn
             await conn.execute("COMMIT")

@@ -172,14 +172,17 @@ async def test_an_interrupted_runs_checkpoint_is_held_then_committed_with_its_wr
     assert await _lock_is_free(db, other)
 
 
-async def test_a_read_in_the_turn_sees_a_held_checkpoint(turns: Turns, model: ScriptedModel, ctx: Context, db: Database) -> None:
-    thread_id = ctx.owner_id + "/t-held-read"
+@pytest.mark.parametrize("read", ["checkpointer", "read-only transaction"])
+async def test_a_read_in_the_turn_sees_a_held_checkpoint(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database, read: str
+) -> None:
+    thread_id = ctx.owner_id + "/t-held-read-" + read.split()[0]
     await _propose_task(turns, model, ctx, thread_id)
     saver = turns.runner.graph.checkpointer
     assert isinstance(saver, TurnSaver)
     saved = await saver.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
     assert saved is not None
-    other = ctx.owner_id + "/t-held-read-copy"
+    other = thread_id + "-copy"
     async with db.pool.connection() as conn:
         turn = turn_db.TurnDb(pool=db.pool, conn=conn, thread_id=other, lock_key=_lock_key(other))
         turn.release_with_interrupt = turn.interrupted = True
@@ -187,8 +190,15 @@ async def test_a_read_in_the_turn_sees_a_held_checkpoint(turns: Turns, model: Sc
             written = await saver.aput({"configurable": {"thread_id": other, "checkpoint_ns": ""}}, saved.checkpoint,
                                        saved.metadata, dict(saved.checkpoint["channel_versions"]))  # type: ignore[arg-type]
             assert turn.held
-            again = await saver.aget_tuple(written)
-        assert again is not None and again.checkpoint["id"] == saved.checkpoint["id"] and not turn.held
+            if read == "checkpointer":
+                again = await saver.aget_tuple(written)
+                assert again is not None and again.checkpoint["id"] == saved.checkpoint["id"]
+            else:
+                async with turn_db.transaction(conn, read_only=True):
+                    cur = await conn.execute("SELECT count(*) AS n FROM checkpoints WHERE thread_id = %s", (other,))
+                    row = await cur.fetchone()
+                assert row is not None and row["n"] == 1
+        assert not turn.held
 
 
 async def test_a_held_checkpoint_whose_writes_never_come_is_written_when_the_run_ends(
