@@ -31,27 +31,41 @@ async def test_a_quiet_run_is_followed_by_keep_alives_then_by_its_events(db: Dat
         await anext(batches)
 
 
-async def _served(*batches: list[TurnEvent]) -> list[dict[str, Any]]:
-    """The ASGI messages a :class:`RunStream` of ``batches`` sends."""
+async def _served(*batches: list[TurnEvent], gone_after: int | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ASGI messages a :class:`RunStream` of ``batches`` sends, and what its source saw.
+
+    The client disconnects once ``gone_after`` batches were sent (never, with ``None``).
+    """
+    seen: list[str] = []
+    sent: list[dict[str, Any]] = []
+    disconnected = asyncio.Event()
 
     async def source() -> Any:
-        for batch in batches:
-            yield batch
-
-    sent: list[dict[str, Any]] = []
+        try:
+            for batch in batches:
+                yield batch
+                await asyncio.sleep(0)  # as a real run does between events
+            seen.append("exhausted")
+        finally:
+            seen.append("closed")
 
     async def send(message: Any) -> None:
         sent.append(message)
+        if gone_after is not None and len(sent) - 1 >= gone_after:
+            disconnected.set()
 
-    async def receive() -> Any:  # pragma: no cover - the stream never reads the request
-        raise AssertionError("not read")
+    async def receive() -> Any:
+        if gone_after == 0:
+            disconnected.set()
+        await disconnected.wait()
+        return {"type": "http.disconnect"}
 
     await RunStream(source())({"type": "http"}, receive, send)
-    return sent
+    return sent, seen
 
 
 async def test_a_run_stream_writes_each_batch_once_and_a_keep_alive_as_a_comment() -> None:
-    sent = await _served([_event(1, "tool_start")], [], [_event(2, "tool_end"), _event(3, "message_complete")])
+    sent, _ = await _served([_event(1, "tool_start")], [], [_event(2, "tool_end"), _event(3, "message_complete")])
     assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 200
     headers = dict(sent[0]["headers"])
     assert headers[b"content-type"] == b"text/event-stream; charset=utf-8"
@@ -65,8 +79,17 @@ async def test_a_run_stream_writes_each_batch_once_and_a_keep_alive_as_a_comment
 
 
 async def test_a_run_stream_that_ends_without_a_last_event_still_ends_the_response() -> None:
-    sent = await _served([_event(1, "tool_start")])  # the database failed before the run's last event was recorded
+    sent, _ = await _served([_event(1, "tool_start")])  # the database failed before the run's last event was recorded
     assert [(m["body"], m["more_body"]) for m in sent[1:]] == [(sent[1]["body"], True), (b"", False)]
+
+
+async def test_a_run_stream_stops_following_once_the_client_is_gone() -> None:
+    events = [[_event(1, "tool_start")], [_event(2, "tool_end")], [_event(3, "message_complete")]]
+    sent, seen = await _served(*events, gone_after=1)
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]  # nothing after it left
+    assert seen == ["closed"]  # the follow was closed early (the run itself goes on, detached)
+    sent, seen = await _served(*events)
+    assert len(sent) == 4 and seen == ["closed"]  # the last event ended the response, then the follow
 
 
 async def test_a_chat_stream_is_served_as_server_sent_events(api: Api) -> None:

@@ -8,6 +8,7 @@ disconnects); a run's own stream through :class:`RunStream`. A disconnect never 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import aclosing
@@ -54,7 +55,8 @@ class RunStream(Response):
     ``python -m bench``), and a run's own stream needs none of it. The run's last event ends it
     (``message_complete``, ``approval_required`` or a fatal ``error``); an empty batch (after
     :data:`PING_SECONDS` without events) is sent as a keep-alive comment, as sse-starlette pings;
-    and a client that went away costs only the rest of the run's events, which the server drops.
+    and a client that went away is noticed at the next event or keep-alive: the stream stops
+    following (the run goes on; its events are in the log for a reconnect).
     """
 
     media_type = "text/event-stream"
@@ -67,14 +69,28 @@ class RunStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-        async with aclosing(self.batches) as batches:
-            async for batch in batches:
-                body = b"".join(to_sse(item).encode() for item in batch) if batch else _KEEP_ALIVE
-                last = bool(batch) and ends_run(batch[-1])  # the response ends with it: one write fewer
-                await send({"type": "http.response.body", "body": body, "more_body": not last})
-                if last:
-                    return
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        gone = asyncio.ensure_future(_client_gone(receive))  # one task, not one per write
+        try:
+            async with aclosing(self.batches) as batches:
+                async for batch in batches:
+                    if gone.done():
+                        return
+                    body = b"".join(to_sse(item).encode() for item in batch) if batch else _KEEP_ALIVE
+                    last = bool(batch) and ends_run(batch[-1])  # the response ends with it: one write fewer
+                    await send({"type": "http.response.body", "body": body, "more_body": not last})
+                    if last:
+                        return
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            gone.cancel()
+            if gone.done() and not gone.cancelled():
+                gone.exception()  # a receive that failed also means the client is gone; seen here
+
+
+async def _client_gone(receive: Receive) -> None:
+    """Return once the client disconnects (the request body was read before the response started)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def run_stream(batches: AsyncIterator[list[TurnEvent]]) -> RunStream:
