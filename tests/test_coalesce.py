@@ -33,6 +33,17 @@ class _Gate:
         return [item.upper() for item in items]
 
 
+async def _behind_a_batch(*items: str) -> tuple[_Gate, Coalescer[str, str], asyncio.Task[str], list[asyncio.Task[str]]]:
+    """A coalescer whose batch ``["x"]`` is in flight (held by its gate), and ``items`` queued behind it."""
+    gate = _Gate()
+    lookup = Coalescer(gate, name="test")
+    held = asyncio.create_task(lookup("x"))
+    await gate.entered.wait()
+    queued = [asyncio.create_task(lookup(item)) for item in items]
+    await asyncio.sleep(0)
+    return gate, lookup, held, queued
+
+
 async def test_a_lone_caller_goes_at_once_and_callers_during_a_batch_share_the_next() -> None:
     gate = _Gate()
     lookup = Coalescer(gate, name="test")
@@ -48,12 +59,7 @@ async def test_a_lone_caller_goes_at_once_and_callers_during_a_batch_share_the_n
 
 
 async def test_a_failing_batch_is_retried_alone_so_a_bad_item_fails_only_its_caller() -> None:
-    gate = _Gate()
-    lookup = Coalescer(gate, name="test")
-    held = asyncio.create_task(lookup("x"))
-    await gate.entered.wait()
-    calls = [asyncio.create_task(lookup(item)) for item in ("b", "bad", "c")]
-    await asyncio.sleep(0)
+    gate, _, held, calls = await _behind_a_batch("b", "bad", "c")
     gate.release.set()
     assert await held == "X"
     results = await asyncio.gather(*calls, return_exceptions=True)
@@ -77,13 +83,7 @@ async def test_an_unreachable_database_fails_the_whole_batch_at_once_without_ret
 
 
 async def test_a_caller_that_stops_waiting_does_not_stop_its_batch() -> None:
-    gate = _Gate()
-    lookup = Coalescer(gate, name="test")
-    held = asyncio.create_task(lookup("x"))
-    await gate.entered.wait()
-    gone = asyncio.create_task(lookup("gone"))
-    stays = asyncio.create_task(lookup("stays"))
-    await asyncio.sleep(0)
+    gate, _, held, (gone, stays) = await _behind_a_batch("gone", "stays")
     gone.cancel()
     gate.release.set()
     assert await held == "X" and await stays == "STAYS"
@@ -101,12 +101,7 @@ async def test_a_batch_function_that_answers_the_wrong_number_of_results_fails_i
 
 
 async def test_callers_are_not_left_waiting_when_the_coalescer_is_cancelled() -> None:
-    gate = _Gate()  # never released
-    lookup = Coalescer(gate, name="test")
-    held = asyncio.create_task(lookup("x"))
-    await gate.entered.wait()
-    queued = asyncio.create_task(lookup("y"))
-    await asyncio.sleep(0)
+    _, lookup, held, (queued,) = await _behind_a_batch("y")  # the gate is never released
     assert lookup._task is not None
     lookup._task.cancel()  # as at shutdown
     for caller in (held, queued):

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from langchain_core.runnables import RunnableConfig
 from psycopg import AsyncConnection
 
 from bench.roundtrips import open_counted_database
@@ -32,11 +35,13 @@ async def _lock_is_free(db: Database, thread_id: str) -> bool:
         return bool(row and row["got"])
 
 
-async def _propose_task(turns: Turns, model: ScriptedModel, ctx: Context, thread_id: str) -> str:
+async def _proposed(turns: Turns, model: ScriptedModel, ctx: Context, name: str) -> tuple[str, str]:
+    """(thread id, approval id) of a task proposed on the owner's thread ``name``."""
+    thread_id = ctx.owner_id + "/" + name
     model.push(call("tasks__create", {"title": "water the plants"}))
     out = await turns.send(ctx, thread_id, "add a task to water the plants")
     assert out.approval is not None
-    return out.approval.approval_id
+    return thread_id, out.approval.approval_id
 
 
 @pytest.mark.parametrize("thread_id", ["t", "owner/pool-1", "é thread ☃", "x" * 300])
@@ -81,8 +86,7 @@ async def test_an_interrupts_writes_release_the_lock_only_when_they_end_the_run(
 async def test_a_turn_stopped_for_approval_is_unlocked_listed_and_resumable(
     turns: Turns, model: ScriptedModel, ctx: Context, db: Database
 ) -> None:
-    thread_id = ctx.owner_id + "/t-lock-1"
-    approval_id = await _propose_task(turns, model, ctx, thread_id)
+    thread_id, approval_id = await _proposed(turns, model, ctx, "t-lock-1")
     assert await _lock_is_free(db, thread_id)
     assert [p.approval_id for p in await turns.runner.pending_approvals(ctx)] == [approval_id]
     done = await turns.decide(ctx, approval_id, {"type": "approve"})
@@ -93,8 +97,7 @@ async def test_a_turn_stopped_for_approval_is_unlocked_listed_and_resumable(
 async def test_a_decision_refused_before_it_runs_leaves_no_lock(
     turns: Turns, model: ScriptedModel, ctx: Context, db: Database
 ) -> None:
-    thread_id = ctx.owner_id + "/t-lock-2"
-    approval_id = await _propose_task(turns, model, ctx, thread_id)
+    thread_id, approval_id = await _proposed(turns, model, ctx, "t-lock-2")
     intruder = Context(owner_id=ctx.owner_id + "x", timezone="UTC")
     with pytest.raises(NotFound):
         await turns.runner.decide(intruder, approval_id, {"type": "approve"})
@@ -111,8 +114,7 @@ async def test_a_decision_waiting_on_a_busy_thread_sees_what_the_lock_holder_lef
     turns: Turns, model: ScriptedModel, ctx: Context, db: Database
 ) -> None:
     """The approval was pending when the decision asked for the lock, superseded when it got it."""
-    thread_id = ctx.owner_id + "/t-lock-3"
-    approval_id = await _propose_task(turns, model, ctx, thread_id)
+    thread_id, approval_id = await _proposed(turns, model, ctx, "t-lock-3")
     url = db.pool.conninfo
     async with await AsyncConnection.connect(url, autocommit=True) as holder:
         await holder.execute("SELECT pg_advisory_lock(%s)", (_lock_key(thread_id),))
@@ -145,29 +147,40 @@ async def _checkpoints_of(db: Database, thread_id: str) -> tuple[int, int]:
     return row["checkpoints"], row["interrupts"]
 
 
-async def test_an_interrupted_runs_checkpoint_is_held_then_committed_with_its_writes(
-    turns: Turns, model: ScriptedModel, ctx: Context, db: Database
-) -> None:
-    """The exit checkpoint of a run stopped at an interrupt goes in the interrupt writes' transaction."""
-    thread_id = ctx.owner_id + "/t-held"
-    await _propose_task(turns, model, ctx, thread_id)  # a real interrupted run: its exit checkpoint to copy
+@asynccontextmanager
+async def _held_copy(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database, name: str, *, locked: bool = False
+) -> AsyncIterator[tuple[TurnSaver, turn_db.TurnDb, RunnableConfig, str]]:
+    """A real interrupted run's exit checkpoint (on the owner's thread ``name``), put on that thread
+    id + ``-copy`` inside an interrupted turn (its lock taken with ``locked``): (saver, turn, the
+    config it was put at, its id)."""
+    thread_id, _ = await _proposed(turns, model, ctx, name)
     saver = turns.runner.graph.checkpointer
     assert isinstance(saver, TurnSaver)
     saved = await saver.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
     assert saved is not None
-    other = ctx.owner_id + "/t-held-copy"
-    config = {"configurable": {"thread_id": other, "checkpoint_ns": ""}}
-    versions = dict(saved.checkpoint["channel_versions"])
+    other = thread_id + "-copy"
     async with db.pool.connection() as conn:
         key = _lock_key(other)
-        await conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+        if locked:
+            await conn.execute("SELECT pg_advisory_lock(%s)", (key,))
         turn = turn_db.TurnDb(pool=db.pool, conn=conn, thread_id=other, lock_key=key)
         turn.release_with_interrupt = turn.interrupted = True
         with turn_db.bound(turn):
-            written = await saver.aput(config, saved.checkpoint, saved.metadata, versions)  # type: ignore[arg-type]
-            assert turn.held and await _checkpoints_of(db, other) == (0, 0)  # held: nothing sent yet
-            await saver.aput_writes(written, [(INTERRUPT_CHANNEL, [])], "task-1")
-        assert not turn.held and turn.released
+            written = await saver.aput({"configurable": {"thread_id": other, "checkpoint_ns": ""}}, saved.checkpoint,
+                                       saved.metadata, dict(saved.checkpoint["channel_versions"]))  # type: ignore[arg-type]
+            yield saver, turn, written, saved.checkpoint["id"]
+
+
+async def test_an_interrupted_runs_checkpoint_is_held_then_committed_with_its_writes(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database
+) -> None:
+    """The exit checkpoint of a run stopped at an interrupt goes in the interrupt writes' transaction."""
+    other = ctx.owner_id + "/t-held-copy"
+    async with _held_copy(turns, model, ctx, db, "t-held", locked=True) as (saver, turn, written, _):
+        assert turn.held and await _checkpoints_of(db, other) == (0, 0)  # held: nothing sent yet
+        await saver.aput_writes(written, [(INTERRUPT_CHANNEL, [])], "task-1")
+    assert not turn.held and turn.released
     assert await _checkpoints_of(db, other) == (1, 1)
     assert await _lock_is_free(db, other)
 
@@ -176,29 +189,19 @@ async def test_an_interrupted_runs_checkpoint_is_held_then_committed_with_its_wr
 async def test_a_read_in_the_turn_sees_a_held_checkpoint(
     turns: Turns, model: ScriptedModel, ctx: Context, db: Database, read: str
 ) -> None:
-    thread_id = ctx.owner_id + "/t-held-read-" + read.split()[0]
-    await _propose_task(turns, model, ctx, thread_id)
-    saver = turns.runner.graph.checkpointer
-    assert isinstance(saver, TurnSaver)
-    saved = await saver.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
-    assert saved is not None
-    other = thread_id + "-copy"
-    async with db.pool.connection() as conn:
-        turn = turn_db.TurnDb(pool=db.pool, conn=conn, thread_id=other, lock_key=_lock_key(other))
-        turn.release_with_interrupt = turn.interrupted = True
-        with turn_db.bound(turn):
-            written = await saver.aput({"configurable": {"thread_id": other, "checkpoint_ns": ""}}, saved.checkpoint,
-                                       saved.metadata, dict(saved.checkpoint["channel_versions"]))  # type: ignore[arg-type]
-            assert turn.held
-            if read == "checkpointer":
-                again = await saver.aget_tuple(written)
-                assert again is not None and again.checkpoint["id"] == saved.checkpoint["id"]
-            else:
-                async with turn_db.transaction(conn, read_only=True):
-                    cur = await conn.execute("SELECT count(*) AS n FROM checkpoints WHERE thread_id = %s", (other,))
-                    row = await cur.fetchone()
-                assert row is not None and row["n"] == 1
-        assert not turn.held
+    name = "t-held-read-" + read.split()[0]
+    async with _held_copy(turns, model, ctx, db, name) as (saver, turn, written, checkpoint_id):
+        assert turn.held
+        if read == "checkpointer":
+            again = await saver.aget_tuple(written)
+            assert again is not None and again.checkpoint["id"] == checkpoint_id
+        else:
+            async with turn_db.transaction(turn.conn, read_only=True):
+                cur = await turn.conn.execute("SELECT count(*) AS n FROM checkpoints WHERE thread_id = %s",
+                                              (f"{ctx.owner_id}/{name}-copy",))
+                row = await cur.fetchone()
+            assert row is not None and row["n"] == 1
+    assert not turn.held
 
 
 async def test_a_held_checkpoint_whose_writes_never_come_is_written_when_the_run_ends(
@@ -213,8 +216,7 @@ async def test_a_held_checkpoint_whose_writes_never_come_is_written_when_the_run
             await original(config, writes, task_id, task_path)
 
     monkeypatch.setattr(saver, "aput_writes", no_interrupt_writes)
-    thread_id = ctx.owner_id + "/t-held-end"
-    await _propose_task(turns, model, ctx, thread_id)
+    thread_id, _ = await _proposed(turns, model, ctx, "t-held-end")
     assert await _checkpoints_of(db, thread_id) == (1, 0)  # the checkpoint, without the writes that never came
     assert [p.thread_id for p in await turns.runner.pending_approvals(ctx, thread_id=thread_id)] == [thread_id]
     assert await _lock_is_free(db, thread_id)

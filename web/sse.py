@@ -22,10 +22,10 @@ from starlette.types import Receive, Scope, Send
 from graph.events import TurnEvent
 from policies.errors import TollgateError, Unavailable
 from web.hub import LiveRun, TurnHub
-from web.store import ends_run
 from web.schemas import ApprovalOut, EventOut, TurnResult
+from web.store import ends_run
 
-__all__ = ["PING_SECONDS", "RunStream", "event_stream", "respond_to_run", "run_stream", "to_sse", "wants_json"]
+__all__ = ["PING_SECONDS", "RunStream", "event_stream", "respond_to_run", "to_sse", "wants_json"]
 
 PING_SECONDS = 15
 """Keep-alive comment interval, so proxies keep an idle stream open."""
@@ -93,11 +93,6 @@ async def _client_gone(receive: Receive) -> None:
         pass
 
 
-def run_stream(batches: AsyncIterator[list[TurnEvent]]) -> RunStream:
-    """The SSE response for a run's own stream: events recorded together go out in one write."""
-    return RunStream(batches)
-
-
 def wants_json(request: Request) -> bool:
     """Whether the client asked for one JSON result rather than a stream (SSE is the default)."""
     accept = request.headers.get("accept", "").lower()
@@ -133,4 +128,4 @@ async def respond_to_run(request: Request, hub: TurnHub, run: LiveRun, first: Tu
     if wants_json(request):
         result = await _result(hub, run, first)
         return JSONResponse(result.model_dump(mode="json"))
-    return run_stream(hub.follow_run(run, first["turn_id"], first["seq"] - 1, quiet_seconds=PING_SECONDS))
+    return RunStream(hub.follow_run(run, first["turn_id"], first["seq"] - 1, quiet_seconds=PING_SECONDS))
