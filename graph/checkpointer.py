@@ -141,7 +141,7 @@ class TurnSaver(AuditedPostgresSaver):
         if row["checkpoint"]["v"] < 4 and row["parent_checkpoint_id"]:
             return False, None
         try:
-            return True, await self._load_checkpoint_tuple(row)
+            return True, self._tuple_of(row)
         except CheckpointRefused as exc:
             await self._audit({"configurable": {"thread_id": row["thread_id"]}}, exc)  # as aget_tuple would
             raise
@@ -149,7 +149,11 @@ class TurnSaver(AuditedPostgresSaver):
     async def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
         if turn_db.current(self.conn) is None:
             return await super()._load_checkpoint_tuple(value)
-        # As LangGraph's, with the pending writes deserialized inline (see the class docstring).
+        return self._tuple_of(value)
+
+    def _tuple_of(self, value: DictRow | dict[str, Any]) -> CheckpointTuple:
+        """LangGraph's ``_load_checkpoint_tuple``, with the pending writes deserialized inline (see the class docstring)."""
+
         def config_of(checkpoint_id: str) -> RunnableConfig:
             return {"configurable": {"thread_id": value["thread_id"], "checkpoint_ns": value["checkpoint_ns"],
                                      "checkpoint_id": checkpoint_id}}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import inspect
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from psycopg.rows import dict_row
 
 from graph import turn_db
 from graph.checkpointer import INTERRUPT_CHANNEL, TurnSaver, open_checkpointer
@@ -64,3 +66,23 @@ async def test_inside_a_turn_the_saver_stores_and_loads_what_it_does_outside(db:
     assert _comparable(inside) == _comparable(outside)
     assert _comparable(loaded_in_turn) == _comparable(outside)
     assert outside is not None and outside.checkpoint["channel_values"]["plan"]["args"] == {"title": "water the plants"}
+
+
+async def test_priming_loads_the_latest_checkpoint_inline_as_langgraph_loads_it(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    saver = await open_checkpointer(db)
+    assert isinstance(saver, TurnSaver)
+    await _save(saver, "t-prime")
+    async with db.pool.connection() as conn:
+        cur = await conn.cursor(binary=True, row_factory=dict_row).execute(*saver.latest_query("t-prime"))
+        row = await cur.fetchone()
+
+    async def no_thread(*_: Any, **__: Any) -> None:
+        raise AssertionError("priming hopped to a worker thread")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(asyncio, "to_thread", no_thread)
+        loaded, primed = await saver.load_latest(row)  # as the runner primes a turn, before it is bound
+    assert loaded
+    assert _comparable(primed) == _comparable(await saver.aget_tuple({"configurable": {"thread_id": "t-prime"}}))
