@@ -46,6 +46,8 @@ __all__ = ["run_serving_benchmarks"]
 CONCURRENCY = 16
 _ASK = "what's on my calendar today?"
 _TZ = "UTC"
+_CLIENT_KEEP_ALIVE_SECONDS = 3.0
+"""Below uvicorn's default ``timeout_keep_alive`` (5 s), which ``tollgate serve`` keeps."""
 
 
 @dataclass(frozen=True)
@@ -127,9 +129,11 @@ class _Http:
 
     async def turn(self, i: int) -> None:
         if self.session is None:  # made in the running loop, as aiohttp requires
-            self.session = aiohttp.ClientSession(
-                self.url, connector=aiohttp.TCPConnector(limit=CONCURRENCY * 2), timeout=aiohttp.ClientTimeout(60)
-            )
+            # Idle connections are dropped before uvicorn's keep-alive timeout (5 s) closes them:
+            # between HTTP rounds the other loads run for longer than that, and a connection the
+            # server closes just as it is reused fails the request ("Can not write request body").
+            connector = aiohttp.TCPConnector(limit=CONCURRENCY * 2, keepalive_timeout=_CLIENT_KEEP_ALIVE_SECONDS)
+            self.session = aiohttp.ClientSession(self.url, connector=connector, timeout=aiohttp.ClientTimeout(60))
         body: dict[str, Any] = {"message": _ASK}
         if self.threads[i] is not None:
             body["thread_id"] = self.threads[i]
