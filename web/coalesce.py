@@ -45,8 +45,9 @@ class Coalescer(Generic[In, Out]):
         self._queue.append((item, future))
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._drain(), name=self._name)
-        # The batch runs whether or not this caller still waits for it (see _settle).
-        return await asyncio.shield(future)
+        # The batch runs whether or not this caller still waits for it: a caller cancelled
+        # while waiting cancels only its future, which the batch then skips (see _set).
+        return await future
 
     async def _drain(self) -> None:
         batch: list[tuple[In, asyncio.Future[Out]]] = []

@@ -40,8 +40,12 @@ __all__ = ["FAILED_RUN_MESSAGE", "LiveRun", "TurnHub"]
 
 _log = logging.getLogger("tollgate.web")
 _POLL_SECONDS = 1.0
-_LINGER_SECONDS = 0.02
-"""How long an event after a run's first may wait for others to share its log write."""
+_LINGER_SECONDS = 0.05
+"""How long an event after a run's first may wait for others to share its log write.
+
+Under load a turn's events come 20-30 ms apart, so a shorter wait wrote nearly each on its own
+(a statement, a commit and a wake-up of every follower each); 50 ms still shows a stream's
+progress (a model's tokens included) 20 times a second."""
 _SHUTDOWN_GRACE_SECONDS = 10.0
 
 FAILED_RUN_MESSAGE: Final = "the turn failed before it completed"
@@ -320,7 +324,13 @@ class _Recorder:
     async def _write(self) -> None:
         while self.pending and self.error is None:
             if not self.urgent.is_set():
-                await _wait(self.urgent, self.linger)
+                # A timer that sets the flag rather than a timeout around the wait: lingering
+                # usually runs its full time, and a timeout that expires raises (twice) to say so.
+                timer = asyncio.get_running_loop().call_later(self.linger, self.urgent.set)
+                try:
+                    await self.urgent.wait()
+                finally:
+                    timer.cancel()
             batch, self.pending = self.pending, []
             try:
                 recorded = await self.hub.log(store.EventsOf(self.owner_id, batch))

@@ -1,0 +1,82 @@
+"""How a run's events reach the log: the first at once, later ones sharing writes, none held back for long."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from graph.db import Database
+from graph.events import TurnEvent
+from web import store
+from web.hub import TurnHub
+
+
+def _event(thread_id: str, seq: int, kind: str = "tool_progress") -> TurnEvent:
+    data = {"text": "ok", "outcome": "read"} if kind == "message_complete" else {"n": seq}
+    return TurnEvent(type=kind, seq=seq, turn_id="turn-1", ts="2026-11-30T00:00:00+00:00", data=data,  # type: ignore[typeddict-item]
+                     thread_id=thread_id)
+
+
+async def _hub_with_writes(db: Database, monkeypatch: pytest.MonkeyPatch) -> tuple[TurnHub, list[list[int]]]:
+    """A hub on the real log, noting the seqs of each write it makes."""
+    hub = TurnHub(db, idle_seconds=5)
+    writes: list[list[int]] = []
+    log = hub.log
+
+    async def noted(run: store.EventsOf) -> list[TurnEvent]:
+        writes.append([event["seq"] for event in run.events])
+        return await log(run)
+
+    monkeypatch.setattr(hub, "log", noted)
+    return hub, writes
+
+
+async def _until(condition: object) -> None:
+    async with asyncio.timeout(5):
+        while not condition():  # type: ignore[operator]
+            await asyncio.sleep(0.001)
+
+
+async def test_the_first_event_is_written_alone_and_what_follows_shares_a_write_with_the_end(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hub, writes = await _hub_with_writes(db, monkeypatch)
+    thread = await store.create_thread(db, "alice")
+    runs: list[object] = []
+
+    async def events() -> AsyncIterator[TurnEvent]:
+        yield _event(thread, 1)
+        await _until(lambda: writes == [[1]] and runs and runs[0].recorded)  # type: ignore[attr-defined]
+        for seq in (2, 3, 4):
+            yield _event(thread, seq)
+        yield _event(thread, 5, "message_complete")
+
+    run, first = await hub.start("alice", thread, events())
+    runs.append(run)
+    assert first["seq"] == 1
+    await run.done.wait()
+    assert writes == [[1], [2, 3, 4, 5]]  # the middle events waited for company; the end took them along
+    assert [event["seq"] for event in run.recorded] == [1, 2, 3, 4, 5]
+    assert [event["seq"] for event in await store.events_after(db, thread, "turn-1", 0)] == [1, 2, 3, 4, 5]
+
+
+async def test_an_event_in_a_run_that_goes_on_is_written_after_the_linger_without_waiting_for_the_end(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hub, writes = await _hub_with_writes(db, monkeypatch)
+    thread = await store.create_thread(db, "bob")
+    runs: list[object] = []
+
+    async def events() -> AsyncIterator[TurnEvent]:
+        yield _event(thread, 1)
+        await _until(lambda: runs and len(runs[0].recorded) == 1)  # type: ignore[attr-defined]
+        yield _event(thread, 2)
+        await _until(lambda: len(runs[0].recorded) == 2)  # type: ignore[attr-defined]  # shown while the run goes on
+        yield _event(thread, 3, "message_complete")
+
+    run, _ = await hub.start("bob", thread, events())
+    runs.append(run)
+    await run.done.wait()
+    assert writes == [[1], [2], [3]]
