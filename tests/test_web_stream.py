@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -11,7 +13,8 @@ from graph.db import Database
 from graph.events import TurnEvent
 from tests.server_harness import Api
 from web.hub import LiveRun, TurnHub
-from web.sse import RunStream
+from web.sse import RunStream, sse_message, to_sse
+from web.store import event_json
 
 
 def _event(seq: int, kind: str) -> TurnEvent:
@@ -96,3 +99,27 @@ async def test_a_chat_stream_is_served_as_server_sent_events(api: Api) -> None:
     out = await api.chat("what's on my calendar today?")
     assert out.status == 200 and out.content_type == "text/event-stream; charset=utf-8"
     assert out.types[-1] == "message_complete" and out.ids == [str(e["seq"]) for e in out.events]
+
+
+@pytest.mark.parametrize("event", [
+    _event(1, "tool_start"),
+    _event(7, "message_complete"),
+    TurnEvent(type="tool_end", seq=12, turn_id="turn-1", ts="2026-11-30T00:00:00+00:00", thread_id="t-quiet",
+              data={"summary": "two lines\r\nand a tab\t, quotes \" and é", "n": 2**70, "ok": True, "none": None}),
+])
+def test_a_run_stream_writes_each_event_as_sse_starlette_encodes_it(event: TurnEvent) -> None:
+    message = sse_message(event)
+    assert message == to_sse(event).encode()
+    assert message.count(b"\n") == 4  # id, event, one data line, the blank line that ends it
+    data = message.split(b"\r\n")[2].removeprefix(b"data: ")
+    assert json.loads(data) == event  # big integers, line breaks and non-ASCII text included
+
+
+def test_an_event_is_logged_and_streamed_as_compact_json_of_what_it_holds() -> None:
+    event = TurnEvent(type="tool_end", seq=3, turn_id="turn-1", ts="2026-11-30T00:00:00+00:00",
+                      data={"when": datetime(2026, 11, 30, tzinfo=UTC), 1: "key"})  # type: ignore[dict-item]
+    text = event_json(event)
+    assert " " not in text.split('"data"')[0]  # compact
+    assert json.loads(text)["data"] == {"when": "2026-11-30T00:00:00+00:00", "1": "key"}
+    assert json.loads(event_json(TurnEvent(type="tool_end", seq=4, turn_id="t", ts="", data={"n": -(2**80)})))["data"] == {
+        "n": -(2**80)}  # beyond orjson's 64 bits: the standard library encodes it

@@ -9,7 +9,6 @@ disconnects); a run's own stream through :class:`RunStream`. A disconnect never 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 
@@ -23,9 +22,9 @@ from graph.events import TurnEvent
 from policies.errors import TollgateError, Unavailable
 from web.hub import LiveRun, TurnHub
 from web.schemas import ApprovalOut, EventOut, TurnResult
-from web.store import ends_run
+from web.store import ends_run, event_json
 
-__all__ = ["PING_SECONDS", "RunStream", "event_stream", "respond_to_run", "to_sse", "wants_json"]
+__all__ = ["PING_SECONDS", "RunStream", "event_stream", "respond_to_run", "sse_message", "to_sse", "wants_json"]
 
 PING_SECONDS = 15
 """Keep-alive comment interval, so proxies keep an idle stream open."""
@@ -34,7 +33,18 @@ _KEEP_ALIVE = b": ping\r\n\r\n"
 
 def to_sse(event: TurnEvent) -> ServerSentEvent:
     """One SSE message: ``id`` is the event's seq, ``event`` its type, ``data`` the event as JSON."""
-    return ServerSentEvent(json.dumps(event, default=str), event=event["type"], id=str(event["seq"]))
+    return ServerSentEvent(event_json(event), event=event["type"], id=str(event["seq"]))
+
+
+def sse_message(event: TurnEvent) -> bytes:
+    """:func:`to_sse`, encoded, without building the message object (a run's own stream, per event).
+
+    The same bytes sse-starlette writes: compact JSON has no line breaks (they are escaped in
+    strings), so the data is one ``data:`` line; an event's type and seq have none either.
+    """
+    return b"id: %d\r\nevent: %s\r\ndata: %s\r\n\r\n" % (
+        event["seq"], event["type"].encode(), event_json(event).encode()
+    )
 
 
 def event_stream(items: AsyncIterator[TurnEvent]) -> EventSourceResponse:
@@ -75,7 +85,7 @@ class RunStream(Response):
                 async for batch in batches:
                     if gone.done():
                         return
-                    body = b"".join(to_sse(item).encode() for item in batch) if batch else _KEEP_ALIVE
+                    body = b"".join(sse_message(item) for item in batch) if batch else _KEEP_ALIVE
                     last = bool(batch) and ends_run(batch[-1])  # the response ends with it: one write fewer
                     await send({"type": "http.response.body", "body": body, "more_body": not last})
                     if last:

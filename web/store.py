@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
+import orjson
+
 from graph.db import Database
 from graph.events import TurnEvent
 from policies.errors import NotFound
@@ -27,6 +29,7 @@ __all__ = [
     "ThreadRow",
     "create_thread",
     "ends_run",
+    "event_json",
     "events_after",
     "latest_event",
     "list_threads",
@@ -208,6 +211,19 @@ class EventsOf:
     """The events."""
 
 
+def event_json(event: TurnEvent) -> str:
+    """``event`` as the log stores it and streams send it: compact JSON, anything else as its ``str``.
+
+    orjson rather than the standard library: a turn's events are encoded for the log and again
+    for its stream, and orjson takes a tenth of the time. What it cannot encode (an integer
+    beyond 64 bits) falls back to the standard library, which can.
+    """
+    try:
+        return orjson.dumps(event, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(event, default=str, separators=(",", ":"))
+
+
 async def record_events(db: Database, runs: Sequence[EventsOf]) -> list[list[TurnEvent]]:
     """Append the events of ``runs`` to the log in one statement; return each run's events as stored.
 
@@ -216,11 +232,11 @@ async def record_events(db: Database, runs: Sequence[EventsOf]) -> list[list[Tur
     same event key twice in one call fails the whole statement (PostgreSQL's cardinality
     violation); the hub's coalescer then writes each run alone, in order.
     """
-    payloads = [[json.dumps(event, default=str) for event in run.events] for run in runs]
+    payloads = [[event_json(event) for event in run.events] for run in runs]
     owners = [run.owner_id for run in runs for _ in run.events]
     async with db.pool.connection() as conn:
         await conn.execute(_RECORD_SQL, ("[" + ",".join(p for run in payloads for p in run) + "]", owners))
-    return [[json.loads(payload) for payload in run] for run in payloads]
+    return [[orjson.loads(payload) for payload in run] for run in payloads]
 
 
 async def events_after(db: Database, thread_id: str, turn_id: str, after_seq: int) -> list[TurnEvent]:
