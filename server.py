@@ -1,4 +1,7 @@
-"""Tollgate's HTTP server: the FastAPI app, assembled from ``web/`` (run ``uvicorn server:app``).
+"""Tollgate's HTTP server: the FastAPI app, assembled from ``web/`` (``tollgate serve`` runs it).
+
+Under plain uvicorn, ``uvicorn server:app --http web.http_protocol:HttpProtocol`` serves it as
+``tollgate serve`` does (each event-loop step's writes sent as one; see :mod:`web.http_protocol`).
 
 Nothing happens at import. The lifespan reads the settings, opens the database (migrated),
 the checkpointer, the graph and the runner (:func:`graph.app.open_app`), and the turn hub;
