@@ -80,3 +80,42 @@ async def test_an_event_in_a_run_that_goes_on_is_written_after_the_linger_withou
     runs.append(run)
     await run.done.wait()
     assert writes == [[1], [2], [3]]
+
+
+async def test_on_a_busy_server_a_runs_first_event_waits_for_company_but_not_for_the_end(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hub, writes = await _hub_with_writes(db, monkeypatch)
+    other, quick_thread, slow_thread = [await store.create_thread(db, "carol") for _ in range(3)]
+    release = asyncio.Event()
+
+    async def waiting() -> AsyncIterator[TurnEvent]:  # another run, live and not done
+        await release.wait()
+        yield _event(other, 1, "message_complete")
+
+    other_run = asyncio.ensure_future(hub.start("carol", other, waiting()))
+    await asyncio.sleep(0)
+
+    async def quick() -> AsyncIterator[TurnEvent]:
+        yield _event(quick_thread, 1)
+        yield _event(quick_thread, 2)
+        yield _event(quick_thread, 3, "message_complete")
+
+    run, first = await hub.start("carol", quick_thread, quick())
+    await run.done.wait()
+    assert first["seq"] == 1 and writes == [[1, 2, 3]]  # the first event waited, and the end took it along
+
+    runs: list[object] = []
+
+    async def slow() -> AsyncIterator[TurnEvent]:
+        yield _event(slow_thread, 1)
+        await _until(lambda: runs and runs[0].recorded)  # type: ignore[attr-defined]  # written while the run goes on
+        yield _event(slow_thread, 2, "message_complete")
+
+    run, _ = await hub.start("carol", slow_thread, slow())
+    runs.append(run)
+    await run.done.wait()
+    assert writes[1:] == [[1], [2]]
+    release.set()
+    await (await other_run)[0].done.wait()
+    assert writes[3:] == [[1]]
