@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
 from graph.db import Database
 from graph.events import TurnEvent
 from web import store
-from web.hub import TurnHub
+from web.hub import LiveRun, TurnHub
 
 
 def _event(thread_id: str, seq: int, kind: str = "tool_progress") -> TurnEvent:
@@ -33,10 +33,27 @@ async def _hub_with_writes(db: Database, monkeypatch: pytest.MonkeyPatch) -> tup
     return hub, writes
 
 
-async def _until(condition: object) -> None:
-    async with asyncio.timeout(5):
-        while not condition():  # type: ignore[operator]
-            await asyncio.sleep(0.001)
+class _Started:
+    """The run a test's event source belongs to, once the hub has started it."""
+
+    run: LiveRun | None = None
+
+    async def recorded(self, count: int) -> None:
+        """Wait until the run has ``count`` events in the log (it may not have been handed over yet)."""
+        async with asyncio.timeout(5):
+            while self.run is None or len(self.run.recorded) < count:
+                await asyncio.sleep(0.001)
+
+
+async def _run_to_end(
+    hub: TurnHub, owner: str, thread: str, source: Callable[[_Started], AsyncIterator[TurnEvent]]
+) -> tuple[LiveRun, TurnEvent]:
+    """Start the run of ``source``'s events and wait for its end; (the run, its first event)."""
+    started = _Started()
+    run, first = await hub.start(owner, thread, source(started))
+    started.run = run
+    await run.done.wait()
+    return run, first
 
 
 async def test_the_first_event_is_written_alone_and_what_follows_shares_a_write_with_the_end(
@@ -44,19 +61,16 @@ async def test_the_first_event_is_written_alone_and_what_follows_shares_a_write_
 ) -> None:
     hub, writes = await _hub_with_writes(db, monkeypatch)
     thread = await store.create_thread(db, "alice")
-    runs: list[object] = []
 
-    async def events() -> AsyncIterator[TurnEvent]:
+    async def events(started: _Started) -> AsyncIterator[TurnEvent]:
         yield _event(thread, 1)
-        await _until(lambda: writes == [[1]] and runs and runs[0].recorded)  # type: ignore[attr-defined]
+        await started.recorded(1)
         for seq in (2, 3, 4):
             yield _event(thread, seq)
         yield _event(thread, 5, "message_complete")
 
-    run, first = await hub.start("alice", thread, events())
-    runs.append(run)
+    run, first = await _run_to_end(hub, "alice", thread, events)
     assert first["seq"] == 1
-    await run.done.wait()
     assert writes == [[1], [2, 3, 4, 5]]  # the middle events waited for company; the end took them along
     assert [event["seq"] for event in run.recorded] == [1, 2, 3, 4, 5]
     assert [event["seq"] for event in await store.events_after(db, thread, "turn-1", 0)] == [1, 2, 3, 4, 5]
@@ -67,18 +81,15 @@ async def test_an_event_in_a_run_that_goes_on_is_written_after_the_linger_withou
 ) -> None:
     hub, writes = await _hub_with_writes(db, monkeypatch)
     thread = await store.create_thread(db, "bob")
-    runs: list[object] = []
 
-    async def events() -> AsyncIterator[TurnEvent]:
+    async def events(started: _Started) -> AsyncIterator[TurnEvent]:
         yield _event(thread, 1)
-        await _until(lambda: runs and len(runs[0].recorded) == 1)  # type: ignore[attr-defined]
+        await started.recorded(1)
         yield _event(thread, 2)
-        await _until(lambda: len(runs[0].recorded) == 2)  # type: ignore[attr-defined]  # shown while the run goes on
+        await started.recorded(2)  # shown while the run goes on
         yield _event(thread, 3, "message_complete")
 
-    run, _ = await hub.start("bob", thread, events())
-    runs.append(run)
-    await run.done.wait()
+    await _run_to_end(hub, "bob", thread, events)
     assert writes == [[1], [2], [3]]
 
 
@@ -96,25 +107,20 @@ async def test_on_a_busy_server_a_runs_first_event_waits_for_company_but_not_for
     other_run = asyncio.ensure_future(hub.start("carol", other, waiting()))
     await asyncio.sleep(0)
 
-    async def quick() -> AsyncIterator[TurnEvent]:
+    async def quick(_: _Started) -> AsyncIterator[TurnEvent]:
         yield _event(quick_thread, 1)
         yield _event(quick_thread, 2)
         yield _event(quick_thread, 3, "message_complete")
 
-    run, first = await hub.start("carol", quick_thread, quick())
-    await run.done.wait()
+    _, first = await _run_to_end(hub, "carol", quick_thread, quick)
     assert first["seq"] == 1 and writes == [[1, 2, 3]]  # the first event waited, and the end took it along
 
-    runs: list[object] = []
-
-    async def slow() -> AsyncIterator[TurnEvent]:
+    async def slow(started: _Started) -> AsyncIterator[TurnEvent]:
         yield _event(slow_thread, 1)
-        await _until(lambda: runs and runs[0].recorded)  # type: ignore[attr-defined]  # written while the run goes on
+        await started.recorded(1)  # written while the run goes on
         yield _event(slow_thread, 2, "message_complete")
 
-    run, _ = await hub.start("carol", slow_thread, slow())
-    runs.append(run)
-    await run.done.wait()
+    await _run_to_end(hub, "carol", slow_thread, slow)
     assert writes[1:] == [[1], [2]]
     release.set()
     await (await other_run)[0].done.wait()
