@@ -161,19 +161,26 @@ async def append_audit(
     return int(row["seq"] if isinstance(row, Mapping) else row[0])
 
 
-async def record_decision(pool: AsyncConnectionPool[Any], record: AuditRecord, *, now: datetime) -> None:
+async def record_decision(
+    pool: AsyncConnectionPool[Any], record: AuditRecord, *, now: datetime, send_now: bool = False
+) -> None:
     """Record a decision taken in a turn.
 
     In a turn on ``pool`` (:mod:`graph.turn_db`) the record is sent ahead of the turn's next
     statement, committed in a transaction of its own before that statement runs: no round trip
-    of its own, and never after what the decision allowed. Elsewhere it is appended at once.
-    Either way its body is built (and checked by DLP) here.
+    of its own, and never after what the decision allowed. With ``send_now`` (a read the gate
+    allowed, whose executor may reach outside the database) it is sent at once and committed
+    while the turn goes on, and the turn's next statement waits for that commit
+    (:func:`graph.turn_db.send_now`). Elsewhere it is appended at once. Either way its body is
+    built (and checked by DLP) here.
     """
     turn = turn_db.current(pool)
     if turn is None:
         await append_audit(pool, record, now=now)
         return
     turn.send_ahead("INSERT INTO audit_log (body) VALUES (%s)", (record.body(now),))
+    if send_now:
+        turn_db.send_now(turn)
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,6 +90,8 @@ class TurnSaver(AuditedPostgresSaver):
         self, conn: AsyncConnection[Any], pipeline: bool, turn: turn_db.TurnDb | None = None
     ) -> AsyncIterator[AsyncCursor[DictRow]]:
         if pipeline:
+            if turn is not None:
+                await turn_db.settle(turn)
             release = turn is not None and not turn.released and (
                 turn.release_early or _ends_run(turn, _interrupt_writes.get())
             )

@@ -28,7 +28,10 @@ from langgraph.checkpoint.base import CheckpointTuple
 from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline
 from psycopg.pq import TransactionStatus
 
-__all__ = ["TurnDb", "bound", "connection", "current", "flush_ahead", "queue_ahead", "run_statements", "transaction"]
+__all__ = [
+    "TurnDb", "bound", "connection", "current", "flush_ahead", "queue_ahead", "run_statements", "send_now", "settle",
+    "transaction",
+]
 
 
 @dataclass(eq=False)
@@ -70,6 +73,9 @@ class TurnDb:
     """Statements sent ahead of the turn's next one, each committed on its own (audit records)."""
     ledger: dict[tuple[str, str], dict[str, Any] | None] = field(default_factory=dict)
     """Effect-ledger rows (by key and owner) read in the lock's round trip, for one read each."""
+    sending: asyncio.Task[None] | None = None
+    """Statements sent ahead before the turn's next one (:func:`send_now`), still in flight:
+    nothing else uses the connection until they are committed (:func:`settle`)."""
 
     def send_ahead(self, sql: str, params: Any) -> None:
         """Commit ``sql`` on its own, in the round trip of the turn's next statement.
@@ -172,6 +178,51 @@ async def queue_ahead(turn: TurnDb, pipeline: AsyncPipeline) -> None:
         pipeline._enqueue_sync()
 
 
+def send_now(turn: TurnDb) -> None:
+    """Start committing what is queued ahead now, without waiting: the commit overlaps the work
+    the turn does before its next statement, which waits for it (:func:`settle`).
+
+    For the gate's record of a read it allowed: the read must not run before the record is
+    committed, and between the two the turn spends about as long (a graph step, about 0.7 ms)
+    as the commit takes, so the read no longer waits a round trip and a commit for it
+    (``python -m bench --only P1``).
+    """
+    if turn.ahead and turn.sending is None and not (turn.conn.closed or turn.conn.broken):
+        statements, turn.ahead = turn.ahead, []  # what comes later rides with the next statement
+        turn.sending = asyncio.create_task(_commit(turn.conn, statements), name=f"turn-ahead:{turn.thread_id}")
+        turn.sending.add_done_callback(_retrieve)  # also seen by settle; this covers a turn that never settles
+
+
+async def _commit(conn: AsyncConnection[Any], statements: Sequence[tuple[str, Any]]) -> None:
+    """Run ``statements`` in one round trip, committed together (the pipeline's Sync ends their transaction)."""
+    async with conn.pipeline():
+        for sql, params in statements:
+            await conn.execute(sql, params)
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+async def settle(turn: TurnDb) -> None:
+    """Wait until what :func:`send_now` started is committed; raise its error if it failed.
+
+    Every use of the turn's connection settles first. A caller cancelled meanwhile still waits
+    for the send to end (one round trip), so nothing else reaches the connection mid-pipeline.
+    """
+    task = turn.sending
+    if task is None:
+        return
+    turn.sending = None
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if not task.done():
+            await asyncio.wait([task])
+        raise
+
+
 async def run_statements(cur: AsyncCursor[Any], statements: Sequence[tuple[str, Any, bool]]) -> None:
     """Run ``(sql, params, many)`` statements on ``cur`` (queued, in its connection's pipeline if it has one)."""
     for sql, params, many in statements:
@@ -187,6 +238,7 @@ async def flush_ahead(turn: TurnDb, then: Sequence[tuple[str, Any, bool]] = ()) 
     The statements after the audit records commit together (the pipeline's last Sync ends
     their implicit transaction).
     """
+    await settle(turn)
     statements = [*then, *turn.take_held()]
     if (turn.ahead or statements) and not (turn.conn.closed or turn.conn.broken):
         async with turn.conn.pipeline() as pipeline, turn.conn.cursor(binary=True) as cur:
@@ -226,6 +278,8 @@ async def transaction(conn: AsyncConnection[Any], *, read_only: bool = False) ->
     if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
         raise RuntimeError("a pipelined transaction needs an idle autocommit connection")
     turn = _current.get()
+    if turn is not None and turn.conn is conn:
+        await settle(turn)
     try:
         async with conn.pipeline() as pipeline:
             if turn is not None and turn.conn is conn:

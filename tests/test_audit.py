@@ -335,6 +335,47 @@ async def test_a_record_sent_ahead_commits_before_and_apart_from_what_follows(db
         assert (await verify_chain(conn)).ok
 
 
+async def test_a_record_sent_now_commits_while_the_turn_goes_on_and_before_its_next_statement(
+    db: Database, owner: str
+) -> None:
+    """The gate's record of an allowed read is committed while the turn moves on to the read, never after it."""
+    from graph import turn_db
+    from graph.audit import record_decision
+
+    async with db.pool.connection() as conn:
+        turn = turn_db.TurnDb(pool=db.pool, conn=conn, thread_id=owner + "/t")
+        with turn_db.bound(turn):
+            await record_decision(db.pool, _record(owner, turn_id="turn_now_1"), now=NOW, send_now=True)
+            assert turn.sending is not None and not turn.ahead  # on its way, the turn goes on
+            async with turn_db.connection(db.pool) as c:  # the next statement waits for the commit
+                assert turn.sending is None
+                assert await _records_of(db, owner, "turn_now_1") == 1  # committed (seen from another connection)
+                await c.execute("SELECT 1")
+            # A send that fails fails the turn's next use of the connection, which never runs.
+            turn.send_ahead("INSERT INTO audit_log (body) VALUES (%s)", ("{not json",))
+            turn_db.send_now(turn)
+            ran: list[str] = []
+            with pytest.raises(psycopg.DataError):
+                async with turn_db.connection(db.pool) as c:
+                    ran.append("read")
+            assert ran == []
+            # A caller cancelled while waiting still waits for the send to end: nothing else
+            # reaches the connection while its pipeline is in flight.
+            await record_decision(db.pool, _record(owner, turn_id="turn_now_3"), now=NOW, send_now=True)
+            sending = turn.sending
+            assert sending is not None
+            waiter = asyncio.ensure_future(turn_db.settle(turn))
+            await asyncio.sleep(0)
+            assert not sending.done()
+            waiter.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiter
+            assert sending.done() and await _records_of(db, owner, "turn_now_3") == 1
+            await turn_db.flush_ahead(turn)  # nothing left
+    async with db.pool.connection() as conn:
+        assert (await verify_chain(conn)).ok
+
+
 def test_the_args_hash_field_takes_only_a_sha256_digest(owner: str) -> None:
     """The one field the DLP last guard skips (it is made here) is held to its exact format instead."""
     _record(owner).body(NOW)
