@@ -299,7 +299,9 @@ def audited(name: str, node: NodeFn, provider: ServicesProvider) -> NodeFn:
                 str(getattr(svc.settings, "governance_mode", "enforce")),
             )
             if record is not None:
-                await record_decision(svc.db.pool, record, now=svc.clock())
+                # An approved (or edited) action runs next: its record commits while the turn gets there.
+                await record_decision(svc.db.pool, record, now=svc.clock(),
+                                      send_now=record.stage == "approval" and record.decision in ("approve", "edit"))
         return update
 
     node_with_audit.__name__ = name

@@ -55,7 +55,7 @@ def make_tier_gate(provider: ServicesProvider) -> Any:
                 detail=decision.audit_detail(),
             ),
             now=svc.clock(),
-            send_now=decision.verdict == "execute",  # the read's executor waits for this commit
+            send_now=decision.verdict in ("execute", "propose"),  # what follows waits for this commit
         )
         if decision.verdict == "refuse":
             sink = sink_for(state, runtime)

@@ -222,11 +222,13 @@ async def test_a_held_checkpoint_whose_writes_never_come_is_written_when_the_run
     assert await _lock_is_free(db, thread_id)
 
 
-async def test_a_write_turn_is_two_round_trips_and_its_approval_four(
+async def test_a_write_turn_is_three_round_trips_and_its_approval_five(
     services: Services, model: ScriptedModel, db: Database
 ) -> None:
-    """The lock's round trip, then one for the gate's record, the approval row, the checkpoint
-    and the interrupt's writes; the approval takes the lock, runs the effect (two) and commits."""
+    """The lock's round trip; the gate's record, committed while the turn goes on to the approval;
+    then one for the approval row, the checkpoint and the interrupt's writes. The approval takes
+    the lock, commits its decision's record while the turn goes on to the effect, runs the effect
+    (two) and commits."""
     await open_checkpointer(db)  # its tables, migrated on the session's pool
     async with open_counted_database(db.url) as (counted, trips):
         local = dataclasses.replace(services, db=counted)
@@ -245,4 +247,4 @@ async def test_a_write_turn_is_two_round_trips_and_its_approval_four(
     # The count is of replies after requests, so a reply that comes back while the client is still
     # sending the same pipeline (the audit record's own commit is quick) counts as a trip more,
     # depending on timing: the fewest seen are the turn's own.
-    assert (min(w for w, _ in counts), min(a for _, a in counts)) == (2, 4), counts
+    assert (min(w for w, _ in counts), min(a for _, a in counts)) == (3, 5), counts
