@@ -168,9 +168,9 @@ async def record_decision(
 
     In a turn on ``pool`` (:mod:`graph.turn_db`) the record is sent ahead of the turn's next
     statement, committed in a transaction of its own before that statement runs: no round trip
-    of its own, and never after what the decision allowed. With ``send_now`` (a read the gate
-    allowed, whose executor may reach outside the database) it is sent at once and committed
-    while the turn goes on, and the turn's next statement waits for that commit
+    of its own, and never after what the decision allowed. With ``send_now`` (a decision an
+    action follows: a read or a proposal the gate let through, an approved action) it is sent at
+    once and committed while the turn goes on to that action, which waits for the commit
     (:func:`graph.turn_db.send_now`). Elsewhere it is appended at once. Either way its body is
     built (and checked by DLP) here.
     """

@@ -8,7 +8,8 @@ release per statement), and statements can share round trips and commits: the ru
 the latest checkpoint (:meth:`TurnDb.prime`) and runs the picker's setup in the round trip that
 takes the lock, and the turn's closing bookkeeping (:meth:`TurnDb.defer`) and the lock's
 release go with its checkpoint write. Audit records (:meth:`TurnDb.send_ahead`) ride with the
-turn's next statement, each committed on its own before it.
+turn's next statement, each committed on its own before it; the record of a decision an action
+follows is sent at once instead (:func:`send_now`), and the action's statement waits for it.
 
 Within a turn the graph runs one node at a time, and the checkpointer's own operations take
 :attr:`TurnDb.lock`, so the connection never carries two statements at once. Code outside the
@@ -182,10 +183,11 @@ def send_now(turn: TurnDb) -> None:
     """Start committing what is queued ahead now, without waiting: the commit overlaps the work
     the turn does before its next statement, which waits for it (:func:`settle`).
 
-    For the gate's record of a read it allowed: the read must not run before the record is
-    committed, and between the two the turn spends about as long (a graph step, about 0.7 ms)
-    as the commit takes, so the read no longer waits a round trip and a commit for it
-    (``python -m bench --only P1``).
+    For the record of a decision an action follows (the gate's read or proposal, an approval):
+    the action must not run before the record is committed, and between the two the turn spends
+    about as long (a graph step, about 0.7 ms) as the commit takes, so the action no longer
+    waits a round trip and a commit for it (``python -m bench --only P1,P2``). A round trip
+    more, off the turn's path: the commits are the same.
     """
     if turn.ahead and turn.sending is None and not (turn.conn.closed or turn.conn.broken):
         statements, turn.ahead = turn.ahead, []  # what comes later rides with the next statement

@@ -4,8 +4,8 @@ uvicorn writes a response's status line and headers to the socket as soon as the
 ``http.response.start``, and each body part as it comes: a streamed turn is one write for the
 headers, then one per batch of events, and a JSON response two. On loopback and in small
 virtual machines each write is a system call that wakes the client, costing more CPU than
-everything else the server does to send it (about 0.1 ms per write on the benchmark's 2 cores,
-``python -m bench --only P3``). Here writes made during one step of the event loop wait in a
+everything else the server does to send it (about 0.1 ms of the server's CPU per write on the
+benchmark's 2 cores, measured with a runner streaming canned events under P3's load). Here writes made during one step of the event loop wait in a
 buffer and go out together at the end of that step: headers with the first body part, a
 batch of events with the end of the response. Nothing waits longer than the step that wrote it,
 so latency is unchanged.
