@@ -29,6 +29,8 @@ from langgraph.checkpoint.base import CheckpointTuple
 from psycopg import AsyncConnection, AsyncCursor, AsyncPipeline
 from psycopg.pq import TransactionStatus
 
+from policies.errors import Unavailable
+
 __all__ = [
     "TurnDb", "bound", "connection", "current", "flush_ahead", "queue_ahead", "run_statements", "send_now", "settle",
     "transaction",
@@ -144,9 +146,19 @@ _current: ContextVar[TurnDb | None] = ContextVar("tollgate_turn_db", default=Non
 
 
 def current(pool: Any) -> TurnDb | None:
-    """The turn running in this context on ``pool``, if any."""
+    """The turn running in this context on ``pool``, if any.
+
+    A turn whose connection broke is refused (:class:`~policies.errors.Unavailable`), not left
+    for the pool: the thread's lock went with that connection, and so did the audit records it
+    had not committed, so nothing the turn would do next may run (a retry on a fresh connection
+    would run an action whose record was lost).
+    """
     turn = _current.get()
-    return turn if turn is not None and turn.pool is pool and not (turn.conn.closed or turn.conn.broken) else None
+    if turn is None or turn.pool is not pool:
+        return None
+    if turn.conn.closed or turn.conn.broken:
+        raise Unavailable("the turn's database connection")
+    return turn
 
 
 @contextmanager

@@ -383,3 +383,28 @@ def test_the_args_hash_field_takes_only_a_sha256_digest(owner: str) -> None:
     for bad in ("AKIA" + "A" * 60, "ab" * 31, "AB" * 32, "ab" * 32 + "\n"):
         with pytest.raises(ValueError, match="SHA-256"):
             _record(owner, args_hash=bad).body(NOW)
+
+
+async def test_a_turn_whose_connection_broke_refuses_to_go_on_rather_than_lose_its_records(
+    db: Database, owner: str
+) -> None:
+    """The lock and the records not yet committed went with the connection: no fresh one takes over."""
+    from graph import turn_db
+    from graph.audit import record_decision
+    from policies.errors import Unavailable
+
+    async with db.pool.connection() as conn:
+        turn = turn_db.TurnDb(pool=db.pool, conn=conn, thread_id=owner + "/t")
+        turn.released = True
+        with turn_db.bound(turn):
+            async with db.pool.connection() as other:
+                await other.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+            await record_decision(db.pool, _record(owner, turn_id="turn_broken_1"), now=NOW, send_now=True)
+            with pytest.raises(psycopg.OperationalError):  # the send finds the connection gone
+                await turn_db.settle(turn)
+            assert conn.broken
+            ran: list[str] = []
+            with pytest.raises(Unavailable):  # a retry of the action does not move to another connection
+                async with turn_db.connection(db.pool) as c:
+                    ran.append("read")
+            assert ran == [] and await _records_of(db, owner, "turn_broken_1") == 0
