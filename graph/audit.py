@@ -161,25 +161,26 @@ async def append_audit(
     return int(row["seq"] if isinstance(row, Mapping) else row[0])
 
 
-async def record_decision(
-    pool: AsyncConnectionPool[Any], record: AuditRecord, *, now: datetime, send_now: bool = False
-) -> None:
+_ACTION_FOLLOWS: Final = frozenset({"execute", "propose", "approve", "edit"})
+"""Decisions an action follows: a read or a proposal the gate let through, an approved (or edited) action."""
+
+
+async def record_decision(pool: AsyncConnectionPool[Any], record: AuditRecord, *, now: datetime) -> None:
     """Record a decision taken in a turn.
 
     In a turn on ``pool`` (:mod:`graph.turn_db`) the record is sent ahead of the turn's next
     statement, committed in a transaction of its own before that statement runs: no round trip
-    of its own, and never after what the decision allowed. With ``send_now`` (a decision an
-    action follows: a read or a proposal the gate let through, an approved action) it is sent at
-    once and committed while the turn goes on to that action, which waits for the commit
-    (:func:`graph.turn_db.send_now`). Elsewhere it is appended at once. Either way its body is
-    built (and checked by DLP) here.
+    of its own, and never after what the decision allowed. A decision an action follows
+    (:data:`_ACTION_FOLLOWS`) is sent at once instead and committed while the turn goes on to
+    that action, which waits for the commit (:func:`graph.turn_db.send_now`). Elsewhere it is
+    appended at once. Either way its body is built (and checked by DLP) here.
     """
     turn = turn_db.current(pool)
     if turn is None:
         await append_audit(pool, record, now=now)
         return
     turn.send_ahead("INSERT INTO audit_log (body) VALUES (%s)", (record.body(now),))
-    if send_now:
+    if record.decision in _ACTION_FOLLOWS:
         turn_db.send_now(turn)
 
 
@@ -299,9 +300,7 @@ def audited(name: str, node: NodeFn, provider: ServicesProvider) -> NodeFn:
                 str(getattr(svc.settings, "governance_mode", "enforce")),
             )
             if record is not None:
-                # An approved (or edited) action runs next: its record commits while the turn gets there.
-                await record_decision(svc.db.pool, record, now=svc.clock(),
-                                      send_now=record.stage == "approval" and record.decision in ("approve", "edit"))
+                await record_decision(svc.db.pool, record, now=svc.clock())
         return update
 
     node_with_audit.__name__ = name

@@ -55,7 +55,6 @@ def make_tier_gate(provider: ServicesProvider) -> Any:
                 detail=decision.audit_detail(),
             ),
             now=svc.clock(),
-            send_now=decision.verdict in ("execute", "propose"),  # what follows waits for this commit
         )
         if decision.verdict == "refuse":
             sink = sink_for(state, runtime)

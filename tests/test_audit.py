@@ -345,7 +345,7 @@ async def test_a_record_sent_now_commits_while_the_turn_goes_on_and_before_its_n
     async with db.pool.connection() as conn:
         turn = turn_db.TurnDb(pool=db.pool, conn=conn, thread_id=owner + "/t")
         with turn_db.bound(turn):
-            await record_decision(db.pool, _record(owner, turn_id="turn_now_1"), now=NOW, send_now=True)
+            await record_decision(db.pool, _record(owner, turn_id="turn_now_1", decision="execute"), now=NOW)
             assert turn.sending is not None and not turn.ahead  # on its way, the turn goes on
             async with turn_db.connection(db.pool) as c:  # the next statement waits for the commit
                 assert turn.sending is None
@@ -361,7 +361,7 @@ async def test_a_record_sent_now_commits_while_the_turn_goes_on_and_before_its_n
             assert ran == []
             # A caller cancelled while waiting still waits for the send to end: nothing else
             # reaches the connection while its pipeline is in flight.
-            await record_decision(db.pool, _record(owner, turn_id="turn_now_3"), now=NOW, send_now=True)
+            await record_decision(db.pool, _record(owner, turn_id="turn_now_3", decision="execute"), now=NOW)
             sending = turn.sending
             assert sending is not None
             waiter = asyncio.ensure_future(turn_db.settle(turn))
@@ -399,7 +399,7 @@ async def test_a_turn_whose_connection_broke_refuses_to_go_on_rather_than_lose_i
         with turn_db.bound(turn):
             async with db.pool.connection() as other:
                 await other.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
-            await record_decision(db.pool, _record(owner, turn_id="turn_broken_1"), now=NOW, send_now=True)
+            await record_decision(db.pool, _record(owner, turn_id="turn_broken_1", decision="execute"), now=NOW)
             with pytest.raises(psycopg.OperationalError):  # the send finds the connection gone
                 await turn_db.settle(turn)
             assert conn.broken
