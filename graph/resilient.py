@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-import openai
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
@@ -48,7 +47,14 @@ class Provider:
     """Bind tools in strict mode."""
 
 
+# ``openai`` is imported where a failure is classified, not at module level: it takes about
+# 0.8 s to import, and a process without a configured provider (the offline picker) never
+# builds this model. Once a provider's client exists the module is loaded, so this costs nothing.
+
+
 def _retryable(exc: BaseException) -> bool:
+    import openai
+
     if isinstance(exc, (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError)):
         return True
     if isinstance(exc, openai.APIConnectionError | httpx.TransportError):
@@ -58,6 +64,8 @@ def _retryable(exc: BaseException) -> bool:
 
 def failure_kind(exc: BaseException) -> str:
     """A short, secret-free name for a provider failure."""
+    import openai
+
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
         return "timeout"
     if isinstance(exc, openai.RateLimitError):
