@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -282,7 +283,37 @@ async def open_checkpointer(
     """
     serde = serde if serde is not None else strict_serializer()
     assert_strict(serde)
-    saver = TurnSaver(conn=db.pool, serde=serde)
     if setup:
-        await saver.setup()
-    return saver
+        await _set_up_one_at_a_time(db, serde)
+    return TurnSaver(conn=db.pool, serde=serde)
+
+
+_SETUP_LOCK_KEY: Final = 0x746F6C63  # "tolc"
+
+
+async def _try_lock(conn: AsyncConnection[DictRow], key: int) -> bool:
+    cur = await conn.execute("SELECT pg_try_advisory_lock(%s) AS locked", (key,))
+    row = await cur.fetchone()
+    return bool(row and row["locked"])
+
+
+async def _set_up_one_at_a_time(db: Database, serde: JsonPlusSerializer) -> None:
+    """LangGraph's checkpoint migrations, one process at a time.
+
+    ``AsyncPostgresSaver.setup`` reads the applied version, then inserts each next one: a server
+    and a worker starting at once on a fresh database both apply version 0, and one fails with a
+    unique violation. Its ``CREATE INDEX CONCURRENTLY`` cannot run in a transaction, so this takes
+    a session lock on the one connection setup runs on and releases it before the connection
+    goes back to the pool (a broken connection releases it with its session).
+
+    The lock is tried, not waited for: ``CREATE INDEX CONCURRENTLY`` waits for every transaction
+    with an older snapshot, and a statement waiting in ``pg_advisory_lock`` is one, so the holder
+    would wait for the waiter (a deadlock PostgreSQL detects and breaks by failing a start).
+    """
+    async with db.pool.connection() as conn:
+        while not await _try_lock(conn, _SETUP_LOCK_KEY):
+            await asyncio.sleep(0.05)
+        try:
+            await AsyncPostgresSaver(conn=conn, serde=serde).setup()
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_KEY,))

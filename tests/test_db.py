@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import secrets
+
+from langgraph.checkpoint.postgres.base import BasePostgresSaver
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from graph.app import open_app
+from graph.background.queue import ensure_queue_schema
 from graph.checkpointer import open_checkpointer, strict_serializer
 from graph.db import Database, apply_migrations
 from graph.migrations import MIGRATIONS, SUMMARIES
+from graph.settings import Settings
 
 
 async def test_migrations_are_applied_once_and_versioned(db: Database) -> None:
@@ -65,3 +75,26 @@ async def test_a_pipelined_transaction_commits_all_or_nothing(db: Database) -> N
         cur = await conn.execute("SELECT array_agg(n ORDER BY n) AS ns FROM tx_probe WHERE k = %s", (key,))
         assert (await cur.fetchone())["ns"] == [1, 2]
         await conn.execute("DROP TABLE tx_probe")
+
+
+async def test_processes_starting_at_once_on_a_fresh_database_all_start(db: Database, settings: Settings) -> None:
+    """A server and workers started together (``make run``, a deploy) each migrate the same empty
+    database: ours, LangGraph's checkpoint tables and the job queue's, every one applied once."""
+    name = "fresh_" + secrets.token_hex(4)
+    async with db.pool.connection() as conn:
+        await conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    fresh = settings.model_copy(update={"database_url": make_conninfo(str(settings.database_url), dbname=name)})
+
+    async def start() -> list[int]:
+        async with open_app(fresh) as app:
+            await ensure_queue_schema(app.services.db)
+            async with app.services.db.pool.connection() as conn:
+                cur = await conn.execute("SELECT v FROM checkpoint_migrations ORDER BY v")
+                return [row["v"] for row in await cur.fetchall()]
+
+    try:
+        applied = await asyncio.gather(*(start() for _ in range(4)))
+    finally:
+        async with db.pool.connection() as conn:
+            await conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+    assert applied == [list(range(len(BasePostgresSaver.MIGRATIONS)))] * 4
