@@ -7,6 +7,9 @@ owner at a time) through :func:`graph.background.api.create_run`, the API's own 
 times them from the first queued to the last final. Then the run ledgers of the batch are
 counted: every run succeeded once, started once, never retried, called its tool once and was
 delivered once, or the row says how many did not.
+
+The smoke run starts one worker only: each start is another interpreter importing LangGraph,
+and one is enough to keep the path from rotting.
 """
 
 from __future__ import annotations
@@ -15,10 +18,10 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from contextlib import ExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 
 from bench.env import Env
-from bench.procs import ROOT, started, tollgate_command
+from bench.procs import ROOT, Child, started, tollgate_command
 from bench.rows import Row
 from graph._env import child_environment
 from graph.app import App, open_app
@@ -62,6 +65,17 @@ async def _exactly_once(db: Database, run_ids: list[str]) -> int:
     return sum(1 for r in rows if all(r[k] == v for k, v in _ONCE.items()))
 
 
+async def _owners(db: Database) -> list[Context]:
+    """``_OWNERS`` fresh owners with the demo data."""
+    owners: list[Context] = []
+    for i in range(_OWNERS):
+        owner = f"p7-{i}-{uuid.uuid4().hex[:6]}"
+        async with db.pool.connection() as conn, conn.transaction():
+            await seed_demo(conn, owner, utc_now(), _TZ)
+        owners.append(Context(owner_id=owner, timezone=_TZ))
+    return owners
+
+
 async def _batch(app: App, owners: list[Context], size: int, budget: float) -> tuple[float, list[str]]:
     """Queue ``size`` runs round-robin over the owners; seconds until all are final, and their ids."""
     db = app.services.db
@@ -87,43 +101,43 @@ async def run_background_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     logs = ROOT / "var" / "bench" / "logs"
     results: list[tuple[int, float, int]] = []
     total_once = total = 0
-    async with open_app(settings) as app:
+    def worker(i: int) -> AbstractAsyncContextManager[Child]:
+        return started(tollgate_command("worker", "--name", f"bench-w{i}"), child_env, logs / f"worker-{i}.log")
+
+    async with AsyncExitStack() as stack:
+        await stack.enter_async_context(worker(0))
+        alive = 1
+        # While the first worker starts: this side's app and the owners.
+        app = await stack.enter_async_context(open_app(settings))
         db = app.services.db
         await ensure_queue_schema(db)
-        owners: list[Context] = []
-        for i in range(_OWNERS):
-            owner = f"p7-{i}-{uuid.uuid4().hex[:6]}"
-            async with db.pool.connection() as conn, conn.transaction():
-                await seed_demo(conn, owner, utc_now(), _TZ)
-            owners.append(Context(owner_id=owner, timezone=_TZ))
-        with ExitStack() as fleet:
-            alive = 0
-            for workers in (1, 2) if smoke else (1, 2, 4):
-                while alive < workers:
-                    argv = tollgate_command("worker", "--name", f"bench-w{alive}")
-                    fleet.enter_context(started(argv, child_env, logs / f"worker-{alive}.log"))
-                    alive += 1
+        owners = await _owners(db)
+        for workers in (1,) if smoke else (1, 2, 4):
+            for i in range(alive, workers):
+                await stack.enter_async_context(worker(i))
+            alive = max(alive, workers)
 
-                async def registered(n: int = workers) -> bool:
-                    return await _scalar(
-                        db, "SELECT count(*) FROM procrastinate_workers WHERE last_heartbeat > now() - interval '30 seconds'"
-                    ) >= n
+            async def registered(n: int = workers) -> bool:
+                return await _scalar(
+                    db, "SELECT count(*) FROM procrastinate_workers WHERE last_heartbeat > now() - interval '30 seconds'"
+                ) >= n
 
-                await _wait(registered, timeout=120, what=f"{workers} workers to start")
-                await _batch(app, owners, min(size, 2 * workers), budget)  # warm-up: every worker has run a turn
-                seconds, run_ids = await _batch(app, owners, size, budget)
-                once = await _exactly_once(db, run_ids)
-                total_once += once
-                total += len(run_ids)
-                results.append((workers, seconds, len(run_ids)))
+            await _wait(registered, timeout=120, what=f"{workers} workers to start")
+            await _batch(app, owners, min(size, 2 * workers), budget)  # warm-up: every worker has run a turn
+            seconds, run_ids = await _batch(app, owners, size, budget)
+            once = await _exactly_once(db, run_ids)
+            total_once += once
+            total += len(run_ids)
+            results.append((workers, seconds, len(run_ids)))
     rates = [n / seconds for _, seconds, n in results]
     value = "; ".join(f"{w} worker{'s' if w > 1 else ''}: {r:.1f}/s" for (w, _, _), r in zip(results, rates, strict=True))
-    skipped = " (4 workers: skipped in smoke mode)" if smoke else ""
+    skipped = " (2 and 4 workers: skipped in smoke mode)" if smoke else ""
+    speed_up = "skipped in smoke mode" if smoke else f"{rates[1] / rates[0]:.2f}"
     rows = [
         Row("P7", f"background runs/s by worker processes ({size} read runs each, {_OWNERS} owners)",
             value + skipped, "-", None),
-        Row("P7", "speed-up from 1 to 2 worker processes", f"{rates[1] / rates[0]:.2f}", "-", None),
+        Row("P7", "speed-up from 1 to 2 worker processes", speed_up, "-", None),
         Row("P7", "runs that ran exactly once (ledger: started 1, retried 0, tool 1, succeeded 1, delivered 1)",
-            f"{total_once} / {total}", "all", total_once == total),
+            f"{total_once} / {total}", "all", total_once == total, counted=True),
     ]
     return rows

@@ -7,19 +7,21 @@ on 127.0.0.1 only, and is stopped by its own process group id when the block end
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
 from graph._env import stop_group
 
-__all__ = ["ROOT", "STUDIO_LANGGRAPH", "free_port", "started", "tollgate_command"]
+__all__ = ["ROOT", "STUDIO_LANGGRAPH", "Child", "free_port", "started", "tollgate_command"]
 
 ROOT = Path(__file__).resolve().parent.parent
 """The repository root."""
@@ -35,36 +37,51 @@ def free_port() -> int:
         return port
 
 
-@contextmanager
-def started(
-    argv: Sequence[str], env: dict[str, str], log: Path, *, ready_url: str | None = None, cwd: Path = ROOT,
-    timeout: float = 120.0,
-) -> Iterator[subprocess.Popen[bytes]]:
-    """Start ``argv`` in its own process group (output to ``log``); wait for ``ready_url`` to answer 200.
+@dataclass(frozen=True)
+class Child:
+    """A process the benchmark started."""
 
-    The process (and anything it started) is stopped with SIGTERM, then SIGKILL, on exit.
+    proc: subprocess.Popen[bytes]
+    name: str
+    """Its program, in errors."""
+    log: Path
+    """Its output."""
+
+    async def answering(self, url: str, *, timeout: float = 120.0) -> None:
+        """Wait until ``url`` answers 200; raise with the log's tail if the process exits or times out."""
+        deadline = time.monotonic() + timeout
+        async with httpx.AsyncClient(timeout=2) as client:
+            while True:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
+                try:
+                    if (await client.get(url)).status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{self.name} did not answer on {url}:\n{self.log.read_text()[-3000:]}")
+                await asyncio.sleep(0.05)
+
+
+@asynccontextmanager
+async def started(argv: Sequence[str], env: dict[str, str], log: Path, *, cwd: Path = ROOT) -> AsyncIterator[Child]:
+    """Start ``argv`` in its own process group (output to ``log``), without waiting for it.
+
+    A caller starts its processes first and prepares the rest while they import, then waits
+    with :meth:`Child.answering` where it needs them. Waiting and stopping never block the
+    event loop: in smoke mode the benchmarks run at once, and one's server starting must not
+    stall another's turns. The process (and anything it started) is stopped with SIGTERM,
+    then SIGKILL, on exit.
     """
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
         proc = subprocess.Popen(list(argv), cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     try:
-        if ready_url is not None:
-            deadline = time.monotonic() + timeout
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"{argv[0]} exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-                try:
-                    if httpx.get(ready_url, timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{argv[0]} did not answer on {ready_url}:\n{log.read_text()[-3000:]}")
-                time.sleep(0.1)
-        yield proc
+        yield Child(proc, Path(argv[0]).name, log)
     finally:
-        stop_group(proc, grace=40)
+        await asyncio.to_thread(stop_group, proc, grace=40)
 
 
 def tollgate_command(*args: str) -> list[str]:

@@ -21,3 +21,9 @@ class Row:
     """The goal from issue 7 (``-`` for context rows)."""
     ok: bool | None
     """Whether the goal is met (``None``: no goal)."""
+    counted: bool = False
+    """The goal is on counts (round trips, bytes, runs), not timings: a smoke run holds it too.
+
+    A smoke run's timings are not results (tiny counts, its benchmarks run at once), so it
+    judges only these rows, and fails when one misses.
+    """

@@ -23,7 +23,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import ExitStack
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -219,7 +219,7 @@ async def run_serving_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     Every server starts first; then the loads take turns, round by round (in process, HTTP,
     ``langgraph dev``), so a slow stretch of the shared machine hits all of them alike.
     """
-    per_client = 2 if smoke else 20
+    per_client = 1 if smoke else 20
     dev_per_client = 10  # langgraph dev is several times slower: fewer turns keep its rounds short
     rounds = 1 if smoke else 3
     budget = 30.0 if smoke else 90.0
@@ -228,8 +228,15 @@ async def run_serving_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     logs = ROOT / "var" / "bench" / "logs"
     child_env = child_environment(settings, TOLLGATE_RATE_LIMIT_BURST="100000", TOLLGATE_RATE_LIMIT_PER_MINUTE="1000000")
     with_dev = not smoke and STUDIO_LANGGRAPH.exists()
-    async with open_app(settings) as app:
+    async with AsyncExitStack() as stack:
+        port = free_port()
+        http_url = f"http://127.0.0.1:{port}"
+        argv = tollgate_command("serve", "--no-worker", "--host", "127.0.0.1", "--port", str(port))
+        server = await stack.enter_async_context(started(argv, child_env, logs / "tollgate-serve.log"))
+        # While the server starts: this side's app and the owners.
+        app = await stack.enter_async_context(open_app(settings))
         owners = await _owners(app.services.db)
+        await server.answering(f"{http_url}/readyz")
         threads = [str(uuid.uuid4()) for _ in range(CONCURRENCY)]
         contexts = [Context(owner_id=owner, timezone=_TZ) for owner, _ in owners]
 
@@ -237,44 +244,37 @@ async def run_serving_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
             out = await app.runner.send(contexts[i], threads[i], _ASK)
             _check_read(out.outcome, "in process")
 
-        with ExitStack() as servers:
+        dev_url = ""
+        if with_dev:
             port = free_port()
-            http_url = f"http://127.0.0.1:{port}"
-            argv = tollgate_command("serve", "--no-worker", "--host", "127.0.0.1", "--port", str(port))
-            server = servers.enter_context(
-                started(argv, child_env, logs / "tollgate-serve.log", ready_url=f"{http_url}/readyz")
-            )
-            dev_url = ""
-            if with_dev:
-                port = free_port()
-                dev_url = f"http://127.0.0.1:{port}"
-                workdir = ROOT / "var" / "bench" / "studio"  # langgraph dev keeps run metadata in ./.langgraph_api
-                workdir.mkdir(parents=True, exist_ok=True)
-                argv = [str(STUDIO_LANGGRAPH), "dev", "--config", str(ROOT / "langgraph.json"), "--host", "127.0.0.1",
-                        "--port", str(port), "--no-browser", "--no-reload", "--n-jobs-per-worker", str(CONCURRENCY)]
-                servers.enter_context(started(argv, child_env, logs / "langgraph-dev.log", ready_url=f"{dev_url}/ok",
-                                              cwd=workdir))
-            http = _Http(http_url, owners)
-            studio = _Studio(dev_url, owners) if with_dev else None
-            local_loads: list[_Load] = []
-            http_loads: list[_Load] = []
-            dev_loads: list[_Load] = []
-            try:
-                # Warm-up (not counted): each client's thread is created, each server has run turns.
-                await asyncio.gather(*(in_process(i) for i in range(CONCURRENCY)))
-                await asyncio.gather(*(http.turn(i) for i in range(CONCURRENCY)))
+            dev_url = f"http://127.0.0.1:{port}"
+            workdir = ROOT / "var" / "bench" / "studio"  # langgraph dev keeps run metadata in ./.langgraph_api
+            workdir.mkdir(parents=True, exist_ok=True)
+            argv = [str(STUDIO_LANGGRAPH), "dev", "--config", str(ROOT / "langgraph.json"), "--host", "127.0.0.1",
+                    "--port", str(port), "--no-browser", "--no-reload", "--n-jobs-per-worker", str(CONCURRENCY)]
+            dev = await stack.enter_async_context(started(argv, child_env, logs / "langgraph-dev.log", cwd=workdir))
+            await dev.answering(f"{dev_url}/ok")
+        http = _Http(http_url, owners)
+        studio = _Studio(dev_url, owners) if with_dev else None
+        local_loads: list[_Load] = []
+        http_loads: list[_Load] = []
+        dev_loads: list[_Load] = []
+        try:
+            # Warm-up (not counted): each client's thread is created, each server has run turns.
+            await asyncio.gather(*(in_process(i) for i in range(CONCURRENCY)))
+            await asyncio.gather(*(http.turn(i) for i in range(CONCURRENCY)))
+            if studio is not None:
+                await asyncio.gather(*(studio.turn(i) for i in range(CONCURRENCY)))
+            this, served_by = psutil.Process(), psutil.Process(server.proc.pid)
+            for _ in range(rounds):
+                local_loads.append(await _measured(_load(in_process, per_client=per_client, budget=budget), this))
+                http_loads.append(await _measured(_load(http.turn, per_client=per_client, budget=budget), served_by))
                 if studio is not None:
-                    await asyncio.gather(*(studio.turn(i) for i in range(CONCURRENCY)))
-                this, served_by = psutil.Process(), psutil.Process(server.pid)
-                for _ in range(rounds):
-                    local_loads.append(await _measured(_load(in_process, per_client=per_client, budget=budget), this))
-                    http_loads.append(await _measured(_load(http.turn, per_client=per_client, budget=budget), served_by))
-                    if studio is not None:
-                        dev_loads.append(await _load(studio.turn, per_client=dev_per_client, budget=budget))
-            finally:
-                await http.aclose()
-                if studio is not None:
-                    await studio.aclose()
+                    dev_loads.append(await _load(studio.turn, per_client=dev_per_client, budget=budget))
+        finally:
+            await http.aclose()
+            if studio is not None:
+                await studio.aclose()
     local, served = _best(local_loads), _best(http_loads)
     rows = [Row("P3", f"HTTP/SSE turns/s / in-process turns/s, concurrency {CONCURRENCY} (best of {rounds})",
                 f"{_rate(served)} / {_rate(local)} = {served.rate / local.rate:.2f}", "≥ 0.8",

@@ -121,7 +121,7 @@ async def _open(env: Env) -> AsyncIterator[tuple[Database, Any]]:
 
 async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     """Run P1, P2, P4, P5, P6 and return their rows."""
-    rounds = 8 if smoke else 60
+    rounds, warmup = (3, 1) if smoke else (60, 5)
     rows: list[Row] = []
     async with _open(env) as (db, saver):
         owner = "bench-" + uuid.uuid4().hex[:6]
@@ -138,7 +138,7 @@ async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
             await bare.ainvoke({"messages": [HumanMessage("what's on my calendar today?")]},
                                {"configurable": {"thread_id": "bare-" + uuid.uuid4().hex}})
 
-        a, b = await compare(governed_read, bare_turn, rounds)
+        a, b = await compare(governed_read, bare_turn, rounds, warmup)
         rows.append(Row("P1", "governed read turn / bare create_agent turn", f"{a * 1e3:.1f} ms / {b * 1e3:.1f} ms = {a / b:.2f}",
                         "≤ 1.0", a / b <= 1.0))
 
@@ -147,12 +147,12 @@ async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
         async def write_and_approve() -> None:
             await _write_and_approve(writer, ctx, "p2-")
 
-        a, b = await compare(write_and_approve, bare_turn, rounds)
+        a, b = await compare(write_and_approve, bare_turn, rounds, warmup)
         rows.append(Row("P2", "write turn + approval resume / one bare turn", f"{a * 1e3:.1f} ms / {b * 1e3:.1f} ms = {a / b:.2f}",
                         "≤ 1.5", a / b <= 1.5))
 
         # P4: a long thread vs a first turn, and bytes per thread as it grows.
-        marks = (10, 30) if smoke else (10, 100, 1000)
+        marks = (5, 15) if smoke else (10, 100, 1000)
         long_thread = "p4-" + uuid.uuid4().hex
         done_turns = 0
         sizes: list[str] = []
@@ -166,12 +166,13 @@ async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
         async def long_turn() -> None:
             await ours.send(ctx, long_thread, "what's on my calendar today?")
 
-        a, b = await compare(long_turn, governed_read, max(6, rounds // 2))
+        a, b = await compare(long_turn, governed_read, max(3, rounds // 2), warmup)
         rows.append(Row("P4", f"turn after {marks[-1]} prior turns / first turn", f"{a / b:.2f}", "≤ 1.2", a / b <= 1.2))
         # Linear growth (or better): bytes per turn do not grow with the thread (a quadratic thread's would).
         per_turn = [float(s.split(": ")[1].split()[0]) for s in sizes]
         linear = per_turn[-1] <= 1.5 * per_turn[0]
-        rows.append(Row("P4", "bytes stored per thread, per turn", "; ".join(sizes), "flat (linear growth)", linear))
+        rows.append(Row("P4", "bytes stored per thread, per turn", "; ".join(sizes), "flat (linear growth)", linear,
+                        counted=True))
         bare_thread = "bare-long-" + uuid.uuid4().hex
         for _ in range(marks[0]):
             await bare.ainvoke({"messages": [HumanMessage("what's on my calendar today?")]},
@@ -190,12 +191,12 @@ async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
         async def small_turn() -> None:
             await small.send(ctx, "p5s-" + uuid.uuid4().hex, "what's on my calendar today?")
 
-        a, b = await compare(big_turn, small_turn, rounds)
+        a, b = await compare(big_turn, small_turn, rounds, warmup)
         rows.append(Row("P5", "turn with 1,000 registered actions / 20", f"{a / b:.2f}", "≤ 1.5", a / b <= 1.5))
 
     # P6: client round trips per turn, counted exactly on a traced pool (bench.roundtrips). The
     # occasional pruning of a thread's old checkpoints is counted apart (it is random per turn).
-    n = 10 if smoke else 50
+    n = 3 if smoke else 50
     async with open_counted_database(env.url) as (counted, trips):
         counted_saver = await open_checkpointer(counted, setup=False)
         reader = _runner(counted, env, counted_saver, CyclicModel(call=_read_call), prune=False)
@@ -227,7 +228,7 @@ async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     amortized = prune_total[0] / max(every, 1)
     rows.append(Row("P6", "database round trips per read turn (counted on the wire; pruning apart, next row)",
                     f"{read_total[0] / n:.1f} (with pruning amortized: {read_total[0] / n + amortized:.1f})",
-                    "≤ 4", read_total[0] / n <= 4))
+                    "≤ 4", read_total[0] / n <= 4, counted=True))
     rows.append(Row("P6", f"pruning a thread's old checkpoints (about 1 finished turn in {every})",
                     f"{prune_total[0]} round trips, {amortized:.2f} per turn amortized", "-", None))
     rows.append(Row("P6", "database round trips per write turn + approval resume (for comparison)",
