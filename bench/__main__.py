@@ -1,10 +1,11 @@
 """``python -m bench [--smoke] [--only P1,P3] [--profile FILE]``: run the benchmarks, print one table.
 
 ``--smoke`` runs every benchmark with tiny counts, all at once, so they cannot rot (part of
-``make test``); its timings are not results and it judges only the goals on counts (round trips,
-bytes, exactly-once runs); it skips what the output says it skips. A full run takes a few
-minutes. Either exits non-zero when a goal on counts is missed. ``--profile`` writes a pyinstrument HTML profile of this process (the in-process
-turns; servers and workers are separate processes).
+``make test``, about 6 s); its timings are not results, so it judges only the goals on counts
+(round trips, bytes, exactly-once runs), and it skips what the output says it skips. A full run
+takes about two minutes. Either exits non-zero when a goal on counts is missed. ``--profile``
+writes a pyinstrument HTML profile of this process (the in-process turns; servers and workers
+are separate processes).
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ def main() -> None:
     print(_table(rows, args.smoke))
     missed = [row for row in rows if row.counted and row.ok is False]
     if missed:
-        sys.exit(f"smoke: {len(missed)} counted goal(s) missed: " + "; ".join(f"{r.id} {r.what}" for r in missed))
+        sys.exit(f"bench: {len(missed)} goal(s) on counts missed: " + "; ".join(f"{r.id} {r.what}" for r in missed))
 
 
 if __name__ == "__main__":
