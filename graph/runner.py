@@ -2,8 +2,9 @@
 
 The runner owns what sits *around* a graph run: the caller's ownership of the thread (a
 thread id never grants access), one run per thread at a time (a PostgreSQL advisory lock,
-so it holds across processes), the approvals table that lists pending requests, and the
-pre-checks that keep a bad resume from consuming a genuine pending approval. A turn runs on
+so it holds across processes), deciding a listed approval by id (the nodes keep the list:
+:mod:`graph.approvals`), and the pre-checks that keep a bad resume from consuming a genuine
+pending approval. A turn runs on
 the one pooled connection that holds its lock (:mod:`graph.turn_db`): it reads the checkpoint
 in the lock's round trip, and its transcript and approval bookkeeping commit with its checkpoint.
 """
@@ -24,9 +25,9 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import DictRow, dict_row
-from psycopg.types.json import Jsonb
 
 from graph import turn_db
+from graph.approvals import decided_statement
 from graph.audit import AuditRecord, append_audit
 from graph.checkpointer import INTERRUPT_CHANNEL, TurnSaver
 from graph.events import TurnEvent
@@ -40,10 +41,7 @@ from policies.hitl import ApprovalRequest, ApprovalResume, parse_resume
 
 __all__ = ["PendingApproval", "TurnOutcome", "TurnRunner"]
 
-_STATUS = {"approve": "approved", "edit": "edited", "reject": "rejected", "expired": "expired", "invalid": "rejected"}
 _MAX_MESSAGE = 8000
-_DECIDED_SQL = """UPDATE approvals SET status = %s, decided_at = now()
-                  WHERE thread_id = %s AND owner_id = %s AND status = 'pending'"""
 
 
 @dataclass
@@ -80,21 +78,6 @@ class PendingApproval:
     """The exact arguments that will run."""
     expires_at: str
     """ISO 8601 expiry."""
-
-
-_APPROVAL_SQL = """INSERT INTO approvals (approval_id, thread_id, owner_id, tool, action, args_hash,
-                                          preview, request, expires_at)
-                   VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
-                   ON CONFLICT (approval_id) DO NOTHING"""
-
-
-def _approval_row(ctx: Context, thread_id: str, request: ApprovalRequest) -> tuple[Any, ...]:
-    """The approvals row listing ``request`` as pending."""
-    block = request["approval"]
-    return (
-        block["id"], thread_id, ctx.owner_id, block["tool"], block["action"], block["args_hash"],
-        request["action_requests"][0]["description"], Jsonb(request), block["expires_at"],
-    )
 
 
 def _lock_key(thread_id: str) -> int:
@@ -332,10 +315,7 @@ class TurnRunner:
                     event: TurnEvent = chunk["tollgate_event"]
                     event = TurnEvent(**event, thread_id=thread_id)
                     if event["type"] == "approval_decided":
-                        decided = str(event["data"].get("decision"))
-                        if resume and turn is not None:
-                            # The decision commits with the checkpoint that consumed the interrupt.
-                            turn.defer(_DECIDED_SQL, (_STATUS.get(decided, "rejected"), thread_id, ctx.owner_id))
+                        decided = str(event["data"].get("decision"))  # the node closed its request (graph.approvals)
                     last_turn = event["turn_id"]
                     if (event["type"] == "message_complete" and turn is not None and interrupt_value is None
                             and not self._prune_due(last_turn)):
@@ -344,9 +324,8 @@ class TurnRunner:
                 elif mode == "updates" and isinstance(chunk, dict) and INTERRUPT_CHANNEL in chunk:
                     for intr in chunk[INTERRUPT_CHANNEL]:
                         if isinstance(intr.value, dict) and "approval" in intr.value:
-                            interrupt_value = intr.value
-                            if turn is not None:  # listed in the transaction of the interrupted checkpoint
-                                turn.defer(_APPROVAL_SQL, _approval_row(ctx, thread_id, interrupt_value))
+                            interrupt_value = intr.value  # propose listed it, with this checkpoint (graph.approvals)
+                            if turn is not None:
                                 turn.interrupted = True
         except BaseException:
             # A resumed run that failed after taking its decision has consumed the interrupt:
@@ -356,7 +335,7 @@ class TurnRunner:
                 turn.take_held()  # nor the checkpoint held for the interrupt's writes
             if resume and decided is not None:
                 async with self.services.db.pool.connection() as conn:
-                    await conn.execute(_DECIDED_SQL, (_STATUS.get(decided, "rejected"), thread_id, ctx.owner_id))
+                    await conn.execute(*decided_statement(decided, thread_id))
             raise
         if turn is not None and ((left := turn.take_deferred()) or turn.held):
             # The checkpointer wrote nothing that took them, or held a checkpoint for writes that
@@ -364,13 +343,6 @@ class TurnRunner:
             await turn_db.flush_ahead(turn, then=[(sql, params, False) for sql, params in left])
         if interrupt_value is None and self._prune_due(last_turn):
             await self._prune(thread_id)
-        if turn is not None or (interrupt_value is None and not (resume and decided is not None)):
-            return  # in a turn, the approval's row and status went with the checkpoint (or just above)
-        async with self.services.db.pool.connection() as conn:
-            if interrupt_value is not None:
-                await conn.execute(_APPROVAL_SQL, _approval_row(ctx, thread_id, interrupt_value))
-            if resume and decided is not None:
-                await conn.execute(_DECIDED_SQL, (_STATUS.get(decided, "rejected"), thread_id, ctx.owner_id))
 
     async def stream(self, ctx: Context, thread_id: str, message: str) -> AsyncIterator[TurnEvent]:
         """Run a new turn with the user's ``message``; yields its events."""

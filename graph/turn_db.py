@@ -33,7 +33,7 @@ from policies.errors import Unavailable
 
 __all__ = [
     "TurnDb", "bound", "connection", "current", "flush_ahead", "queue_ahead", "run_statements", "send_now", "settle",
-    "transaction",
+    "transaction", "with_checkpoint",
 ]
 
 
@@ -159,6 +159,20 @@ def current(pool: Any) -> TurnDb | None:
     if turn.conn.closed or turn.conn.broken:
         raise Unavailable("the turn's database connection")
     return turn
+
+
+async def with_checkpoint(pool: Any, sql: str, params: Any) -> None:
+    """Run ``sql`` with the current turn's next checkpoint (:meth:`TurnDb.defer`), or at once outside a turn.
+
+    Outside a turn is a graph run without the runner (``langgraph dev`` and Studio): the
+    statement commits on its own, before the platform's checkpoint.
+    """
+    turn = current(pool)
+    if turn is not None:
+        turn.defer(sql, params)
+        return
+    async with pool.connection() as conn:
+        await conn.execute(sql, params)
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
+from graph.approvals import record_decided
 from graph.services import ServicesProvider
 from graph.state import Context, Gate, TurnState
 from nodes._common import sink_for, thread_id_of
@@ -44,10 +45,15 @@ def make_approval(provider: ServicesProvider) -> Any:
         svc = await provider()
         sink = sink_for(state, runtime)
 
-        def closed(
+        async def decided(decision: str, **extra: Any) -> None:
+            """Announce the decision and close the listed request (see :mod:`graph.approvals`)."""
+            sink.emit("approval_decided", approval_id=pending["approval_id"], decision=decision, **extra)
+            await record_decided(svc.db.pool, decision, thread_id_of(config))
+
+        async def closed(
             decision: Literal["expired", "invalid"], code: ErrorCode, reason: str, message: str, outcome: Outcome
         ) -> dict[str, Any]:
-            sink.emit("approval_decided", approval_id=pending["approval_id"], decision=decision, code=code)
+            await decided(decision, code=code)
             return {
                 "seq": sink.seq,
                 "plan": None,
@@ -70,7 +76,7 @@ def make_approval(provider: ServicesProvider) -> Any:
                 nonce=pending["approval_id"],
             )
         except ApprovalExpired:
-            return closed(
+            return await closed(
                 "expired",
                 "approval_expired",
                 "expired",
@@ -78,11 +84,11 @@ def make_approval(provider: ServicesProvider) -> Any:
                 "expired",
             )
         except ApprovalInvalid as exc:
-            return closed("invalid", "approval_invalid", exc.reason, "That approval was not valid, so nothing ran.", "refused")
+            return await closed("invalid", "approval_invalid", exc.reason, "That approval was not valid, so nothing ran.", "refused")
 
         decision = resume.decisions[0]
         if isinstance(decision, RejectDecision):
-            sink.emit("approval_decided", approval_id=pending["approval_id"], decision="reject")
+            await decided("reject")
             note = f" You said: “{decision.message}”" if decision.message else ""
             return {
                 "seq": sink.seq,
@@ -98,7 +104,7 @@ def make_approval(provider: ServicesProvider) -> Any:
             }
         if isinstance(decision, EditDecision):
             if decision.edited_action.name != function_name(plan["tool"], plan["action"]):
-                return closed(
+                return await closed(
                     "invalid", "approval_invalid", "edit_changes_action",
                     "An edit can change the details but not the action, so nothing ran.", "refused",
                 )
@@ -106,18 +112,18 @@ def make_approval(provider: ServicesProvider) -> Any:
             tier = classify_tier(plan["tool"], plan["action"], svc.registry.tier_map())
             checked = validate_args(spec.args, decision.edited_action.args) if spec is not None else None
             if spec is None or tier.run != "propose" or checked is None or checked.value is None:
-                return closed(
+                return await closed(
                     "invalid", "invalid_args", "edit_invalid",
                     "The edited details aren't valid, so nothing ran.", "refused",
                 )
             args = checked.value.model_dump(mode="json", exclude_none=True)
             args, failure, kind = bind_plan_ids(spec, args, state.get("recent") or {})
             if failure is not None:
-                return closed(
+                return await closed(
                     "invalid", "off_list_id", "edit_off_list",
                     f"The edit names a {kind} item that isn't in your latest list, so nothing ran.", "refused",
                 )
-            sink.emit("approval_decided", approval_id=pending["approval_id"], decision="edit")
+            await decided("edit")
             return {
                 "seq": sink.seq,
                 "plan": plan | {"args": args, "args_hash": args_hash(args)},
@@ -125,7 +131,7 @@ def make_approval(provider: ServicesProvider) -> Any:
                 "pending": pending | {"decision": "edit"},
                 "gate": Gate(verdict="execute", reason="edited"),
             }
-        sink.emit("approval_decided", approval_id=pending["approval_id"], decision="approve")
+        await decided("approve")
         return {
             "seq": sink.seq,
             "approval_request": None,

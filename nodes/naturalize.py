@@ -144,12 +144,7 @@ def make_naturalize(provider: ServicesProvider) -> Any:
             "owner": runtime.context.owner_id,
             "usage": json.dumps(usage),
         }
-        turn = turn_db.current(svc.db.pool)
-        if turn is not None:
-            turn.defer(_FINISH_SQL, finish)  # commits with the turn's checkpoint
-        else:
-            async with svc.db.pool.connection() as conn:
-                await conn.execute(_FINISH_SQL, finish)
+        await turn_db.with_checkpoint(svc.db.pool, _FINISH_SQL, finish)
         sink.emit("message_complete", text=reply, outcome=outcome, honesty_rewrite=checked.rewritten)
         return {"seq": sink.seq, "messages": [AIMessage(content=reply)], "reply": reply, "outcome": outcome}
 

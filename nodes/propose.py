@@ -18,6 +18,7 @@ from langgraph.runtime import Runtime
 from psycopg import AsyncConnection
 
 from graph import turn_db
+from graph.approvals import list_pending
 from graph.audit import AuditRecord, record_decision
 from graph.perimeter import governance_policy
 from graph.services import Services, ServicesProvider
@@ -156,6 +157,7 @@ def make_propose(provider: ServicesProvider) -> Any:
         pending = Pending(
             approval_id=claims.nonce, token=token, expires_at=claims.expires_at.isoformat(), preview=preview
         )
+        await list_pending(svc.db.pool, ctx.owner_id, thread_id, request)  # for the approval API, on every surface
         return {"seq": sink.seq, "pending": pending, "outcome": "proposed", "approval_request": request}
 
     return propose

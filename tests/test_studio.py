@@ -31,6 +31,7 @@ from graph.events import TurnEvent
 from graph.services import Services, utc_now
 from graph.settings import Settings
 from graph.state import Context
+from policies.errors import ApprovalInvalid
 from graph.turn import build_graph
 from tests.harness import Turns
 from tools.demo import seed_demo
@@ -141,6 +142,12 @@ async def _our_interrupts(services: Services, db: Database, thread_id: str) -> l
     return [intr.value for task in snapshot.tasks for intr in task.interrupts]
 
 
+async def _listed(settings: Settings, owner: str) -> list[str]:
+    """The owner's pending approvals as the approval API lists them (``GET /v1/approvals``)."""
+    async with open_app(settings) as app:
+        return [p.approval_id for p in await app.runner.pending_approvals(Context(owner_id=owner, timezone="UTC"))]
+
+
 async def test_the_context_form_asks_for_the_owner(studio: LangGraphClient) -> None:
     [assistant] = await studio.assistants.search(graph_id="tollgate")
     schemas = await studio.assistants.get_schemas(assistant["assistant_id"])
@@ -151,7 +158,7 @@ async def test_the_context_form_asks_for_the_owner(studio: LangGraphClient) -> N
 
 
 async def test_studio_runs_a_write_turn_on_our_postgres_and_an_approve_resumes_it(
-    studio: LangGraphClient, db: Database, services: Services, demo_owner: str
+    studio: LangGraphClient, settings: Settings, db: Database, services: Services, demo_owner: str
 ) -> None:
     context = {"owner_id": demo_owner, "timezone": "UTC", "channel": "studio"}
     contract = EventContract()
@@ -171,6 +178,7 @@ async def test_studio_runs_a_write_turn_on_our_postgres_and_an_approve_resumes_i
     assert "Lunch with Sam" in request["action_requests"][0]["description"]
     assert request["review_configs"][0]["allowed_decisions"] == ["approve", "edit", "reject"]
     assert (await _calendar(db, demo_owner))["Lunch with Sam"] == "confirmed"  # nothing ran yet
+    assert await _listed(settings, demo_owner) == [request["approval"]["id"]]  # the approval API sees it
 
     # The same thread, read through our own checkpointer: Studio's checkpoints are ours.
     [ours] = await _our_interrupts(services, db, tid)
@@ -188,6 +196,30 @@ async def test_studio_runs_a_write_turn_on_our_postgres_and_an_approve_resumes_i
     assert calendar["Lunch with Sam"] == "cancelled"
     assert calendar["Standup"] == calendar["Design review"] == "confirmed"
     assert await _our_interrupts(services, db, tid) == []
+    assert await _listed(settings, demo_owner) == []
+
+
+async def test_an_approval_raised_in_studio_is_decided_through_the_approval_api(
+    studio: LangGraphClient, settings: Settings, db: Database, demo_owner: str
+) -> None:
+    contract = EventContract()
+    tid = (await studio.threads.create())["thread_id"]
+    context = {"owner_id": demo_owner, "timezone": "UTC"}
+    await _run(studio, tid, contract, input=_user("what's on my calendar today?"), context=context)
+    proposed = await _run(studio, tid, contract, input=_user("cancel the 2nd one"), context=context)
+    approval_id = _last(proposed, "approval_required")["approval_id"]
+    assert await _listed(settings, demo_owner) == [approval_id]
+
+    ctx = Context(owner_id=demo_owner, timezone="UTC")
+    async with open_app(settings) as app:
+        done = await app.runner.decide(ctx, approval_id, {"type": "approve"})
+        assert done.outcome == "executed"
+        assert done.thread_id == tid
+        with pytest.raises(ApprovalInvalid):  # decided once: a second decision finds nothing pending
+            await app.runner.decide(ctx, approval_id, {"type": "approve"})
+    assert (await _calendar(db, demo_owner))["Lunch with Sam"] == "cancelled"
+    assert await _listed(settings, demo_owner) == []
+    assert (await studio.threads.get_state(tid))["interrupts"] == []  # Studio sees the same thread move on
 
 
 async def test_a_thread_started_through_the_runner_is_approved_in_studio(
@@ -211,10 +243,11 @@ async def test_a_thread_started_through_the_runner_is_approved_in_studio(
                       context={"owner_id": demo_owner})
     assert _last(done, "message_complete")["outcome"] == "executed"
     assert (await _calendar(db, demo_owner))["Lunch with Sam"] == "cancelled"
+    assert await _listed(settings, demo_owner) == []  # decided in Studio: no longer listed
 
 
 async def test_a_studio_resume_as_another_owner_runs_nothing(
-    studio: LangGraphClient, db: Database, demo_owner: str
+    studio: LangGraphClient, settings: Settings, db: Database, demo_owner: str
 ) -> None:
     contract = EventContract()
     tid = (await studio.threads.create())["thread_id"]
@@ -229,6 +262,13 @@ async def test_a_studio_resume_as_another_owner_runs_nothing(
                       context={"owner_id": "o_intruder"})
     assert _last(done, "message_complete")["outcome"] != "executed"
     assert (await _calendar(db, demo_owner))["Lunch with Sam"] == "confirmed"
+    # The refused resume consumed the interrupt, so the listing closes too (as rejected), rather
+    # than offering the owner an approval with nothing behind it.
+    assert await _listed(settings, demo_owner) == []
+    async with db.pool.connection() as conn:
+        cur = await conn.execute("SELECT status FROM approvals WHERE approval_id = %s",
+                                 (interrupt["value"]["approval"]["id"],))
+        assert await cur.fetchone() == {"status": "rejected"}
 
 
 async def test_a_studio_run_without_an_owner_runs_nothing(studio: LangGraphClient, db: Database) -> None:
