@@ -4,9 +4,9 @@ The runner owns what sits *around* a graph run: the caller's ownership of the th
 thread id never grants access), one run per thread at a time (a PostgreSQL advisory lock,
 so it holds across processes), deciding a listed approval by id (the nodes keep the list:
 :mod:`graph.approvals`), and the pre-checks that keep a bad resume from consuming a genuine
-pending approval. A turn runs on
-the one pooled connection that holds its lock (:mod:`graph.turn_db`): it reads the checkpoint
-in the lock's round trip, and its transcript and approval bookkeeping commit with its checkpoint.
+pending approval. A turn runs on the one pooled connection that holds its lock
+(:mod:`graph.turn_db`): it reads the checkpoint in the lock's round trip, and its transcript
+and approval bookkeeping commit with its checkpoint.
 """
 
 from __future__ import annotations
