@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 
 from bench.env import Env
+from bench.owners import demo_owner
 from bench.procs import ROOT, Child, started, tollgate_command
 from bench.rows import Row
 from graph._env import child_environment
@@ -29,9 +29,7 @@ from graph.background.api import create_run
 from graph.background.queue import ensure_queue_schema
 from graph.background.store import ledger_summaries
 from graph.db import Database
-from graph.services import utc_now
 from graph.state import Context
-from tools.demo import seed_demo
 
 __all__ = ["run_background_benchmarks"]
 
@@ -67,13 +65,7 @@ async def _exactly_once(db: Database, run_ids: list[str]) -> int:
 
 async def _owners(db: Database) -> list[Context]:
     """``_OWNERS`` fresh owners with the demo data."""
-    owners: list[Context] = []
-    for i in range(_OWNERS):
-        owner = f"p7-{i}-{uuid.uuid4().hex[:6]}"
-        async with db.pool.connection() as conn, conn.transaction():
-            await seed_demo(conn, owner, utc_now(), _TZ)
-        owners.append(Context(owner_id=owner, timezone=_TZ))
-    return owners
+    return [Context(owner_id=await demo_owner(db, f"p7-{i}", _TZ), timezone=_TZ) for i in range(_OWNERS)]
 
 
 async def _batch(app: App, owners: list[Context], size: int, budget: float) -> tuple[float, list[str]]:

@@ -35,14 +35,13 @@ import psutil
 from langchain_core.messages import HumanMessage
 
 from bench.env import Env
+from bench.owners import demo_owner
 from bench.procs import ROOT, STUDIO_LANGGRAPH, free_port, started, tollgate_command
 from bench.rows import Row
 from graph._env import child_environment
 from graph.app import open_app
 from graph.db import Database
-from graph.services import utc_now
 from graph.state import Context
-from tools.demo import seed_demo
 from web.auth import issue_token
 
 __all__ = ["run_serving_benchmarks"]
@@ -110,9 +109,7 @@ async def _owners(db: Database) -> list[tuple[str, str]]:
     """``CONCURRENCY`` fresh owners with demo data, each with a bearer token."""
     out: list[tuple[str, str]] = []
     for i in range(CONCURRENCY):
-        owner = f"p3-{i}-{uuid.uuid4().hex[:6]}"
-        async with db.pool.connection() as conn, conn.transaction():
-            await seed_demo(conn, owner, utc_now(), _TZ)
+        owner = await demo_owner(db, f"p3-{i}", _TZ)
         out.append((owner, await issue_token(db, owner, label="bench")))
     return out
 

@@ -14,6 +14,7 @@ from langchain_core.tools import StructuredTool
 
 from bench.env import Env, compare
 from bench.models import CyclicModel
+from bench.owners import demo_owner
 from bench.roundtrips import open_counted_database
 from bench.rows import Row
 from graph.checkpointer import open_checkpointer
@@ -26,7 +27,6 @@ from policies.arguments import ArgsModel
 from tools.args import CalendarListArgs
 from tools.builtin import builtin_tools, default_registry
 from tools.calendar import CALENDAR, list_events
-from tools.demo import seed_demo
 from tools.registry import ActionResult, ActionSpec, ExecContext, Registry, ToolSpec
 
 __all__ = ["Row", "run_turn_benchmarks"]
@@ -124,9 +124,7 @@ async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     rounds, warmup = (3, 1) if smoke else (60, 5)
     rows: list[Row] = []
     async with _open(env) as (db, saver):
-        owner = "bench-" + uuid.uuid4().hex[:6]
-        async with db.pool.connection() as conn, conn.transaction():
-            await seed_demo(conn, owner, datetime.now(UTC), _TZ)
+        owner = await demo_owner(db, "bench", _TZ)
         ctx = Context(owner_id=owner, timezone=_TZ)
         ours = _runner(db, env, saver, CyclicModel(call=_read_call))
         bare = _bare_agent(db, saver, owner)

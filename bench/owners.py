@@ -1,0 +1,19 @@
+"""Fresh owners with the demo data, as every benchmark needs them."""
+
+from __future__ import annotations
+
+import uuid
+
+from graph.db import Database
+from graph.services import utc_now
+from tools.demo import seed_demo
+
+__all__ = ["demo_owner"]
+
+
+async def demo_owner(db: Database, prefix: str, timezone: str) -> str:
+    """A new owner ``<prefix>-<random>`` with the demo data placed around now."""
+    owner = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    async with db.pool.connection() as conn, conn.transaction():
+        await seed_demo(conn, owner, utc_now(), timezone)
+    return owner
