@@ -266,10 +266,7 @@ async def _serve(settings: Settings, host: str, port: int, *, worker: bool) -> N
 
     from graph.app import open_app
     from server import create_app
-    from web.http_protocol import HttpProtocol
-
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port, log_level="info",
-                                           http=HttpProtocol))
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port, log_level="info"))
     async with AsyncExitStack() as stack:
         if worker:
             from graph.background.worker import start_in_process_worker

@@ -1,7 +1,6 @@
 """Tollgate's HTTP server: the FastAPI app, assembled from ``web/`` (``tollgate serve`` runs it).
 
-Under plain uvicorn, ``uvicorn server:app --http web.http_protocol:HttpProtocol`` serves it as
-``tollgate serve`` does (each event-loop step's writes sent as one; see :mod:`web.http_protocol`).
+Under plain uvicorn, ``uvicorn server:app`` serves it as ``tollgate serve`` does.
 
 Nothing happens at import. The lifespan reads the settings, opens the database (migrated),
 the checkpointer, the graph and the runner (:func:`graph.app.open_app`), and the turn hub;
@@ -21,7 +20,6 @@ import graph._env  # noqa: F401  - strict msgpack and no telemetry before langgr
 from graph.app import open_app
 from graph.settings import Settings
 from web import routes_approvals, routes_background, routes_chat, routes_health, routes_page, routes_threads
-from web.auth import token_owners
 from web.deps import ServerState
 from web.errors import install_error_handlers
 from web.hub import TurnHub
@@ -47,9 +45,7 @@ def create_app(settings: Settings | None = None, **app_options: Any) -> FastAPI:
         async with open_app(config, **app_options) as tollgate:
             hub = TurnHub(tollgate.services.db, idle_seconds=config.stream_idle_seconds)
             limiter = RateLimiter(config.rate_limit_burst, config.rate_limit_per_minute)
-            api.state.tollgate = ServerState(
-                settings=config, app=tollgate, hub=hub, limiter=limiter, token_owners=token_owners(tollgate.services.db)
-            )
+            api.state.tollgate = ServerState(settings=config, app=tollgate, hub=hub, limiter=limiter)
             try:
                 yield
             finally:

@@ -1,51 +1,227 @@
-"""The approvals table: the listing of pending requests that the approval API reads and decides.
+"""The approvals table: the lifecycle of every approval request, kept in step with the effect.
 
-A request is listed by the node that proposes it and closed by the node that takes its
-decision, so every surface keeps the table the same way. In a runner's turn (the HTTP server,
-the CLI, workers) each statement commits with the turn's checkpoint: the listing with the
-interrupted checkpoint, the decision with the one that consumed the interrupt. In a graph run
-without the runner (``langgraph dev`` and Studio) each commits at once (:func:`graph.turn_db.with_checkpoint`).
+::
+
+    pending ──approve/edit──▶ approved ──▶ executing ──▶ executed
+       │                          │            └───────▶ failed
+       ├──reject──▶ rejected      └──(not run: error, cancel, crash)──▶ failed
+       ├──expiry──▶ expired
+       └──new message / run cancelled──▶ superseded
+
+The propose node lists a request (``pending``); the approval node records the person's decision
+(``approved``, with the hash of the exact arguments approved, or ``rejected``); the effect
+itself moves it to ``executing`` and ``executed`` in the transaction that runs it
+(:func:`claim`, :func:`finish`), so ``executed`` and the effects ledger always agree. An
+execution that does not commit ends ``failed`` (:func:`fail`), never ``approved`` with nothing
+run; a turn that died half way is brought back in line by :func:`reconcile`.
+
+Every statement that moves an approval runs in a transaction fenced by the turn's lease
+(:func:`graph.leases.fenced`): a turn that lost its thread cannot list, decide or run one.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, Literal
 
+from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
 
-from graph import turn_db
+from graph import leases
 from policies.hitl import ApprovalRequest
 
-__all__ = ["decided_statement", "list_pending", "record_decided"]
+__all__ = [
+    "OPEN_STATUSES",
+    "ApprovalStatus",
+    "Closed",
+    "claim",
+    "close",
+    "decide",
+    "expire_due",
+    "fail",
+    "finish",
+    "list_pending",
+    "reconcile",
+    "supersede",
+]
 
-_PENDING_SQL = """INSERT INTO approvals (approval_id, thread_id, owner_id, tool, action, args_hash,
-                                         preview, request, expires_at)
-                  VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
-                  ON CONFLICT (approval_id) DO NOTHING"""
-# By thread alone: a decision consumed the thread's interrupt, whoever sent it. Through the runner
-# that is always the thread's owner; in Studio (no authentication) a resume under another owner
-# consumes it too (and runs nothing: the token binds the owner), so the listing must close as well.
-_DECIDED_SQL = """UPDATE approvals SET status = %s, decided_at = now()
-                  WHERE thread_id = %s AND status = 'pending'"""
-_STATUS = {"approve": "approved", "edit": "edited", "reject": "rejected", "expired": "expired", "invalid": "rejected"}
-"""The status a decision leaves; an invalid resume closes its request as rejected."""
+ApprovalStatus = Literal["pending", "approved", "executing", "executed", "failed", "rejected", "expired", "superseded"]
+"""Where an approval is in its life."""
+OPEN_STATUSES: Final[tuple[ApprovalStatus, ...]] = ("pending", "approved", "executing")
+"""Statuses that are not final."""
+
+_PENDING_SQL: Final = """INSERT INTO approvals (approval_id, thread_id, owner_id, tool, action, args_hash,
+                                                preview, request, expires_at)
+                         VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+                         ON CONFLICT (approval_id) DO NOTHING"""
+_DECIDE_SQL: Final = """UPDATE approvals SET status = %(status)s, decision = %(decision)s,
+                               approved_args_hash = %(hash)s, decided_at = now()
+                        WHERE approval_id = %(id)s AND thread_id = %(thread)s AND status = 'pending'
+                        RETURNING 1"""
+_CLOSE_SQL: Final = """UPDATE approvals SET status = %s, decided_at = now(), finished_at = now(), error_code = %s
+                       WHERE approval_id = %s AND thread_id = %s AND status = 'pending' RETURNING 1"""
+_CLAIM_SQL: Final = """UPDATE approvals SET status = 'executing'
+                       WHERE approval_id = %s AND thread_id = %s AND owner_id = %s AND tool = %s AND action = %s
+                         AND status = 'approved' AND approved_args_hash = %s
+                       RETURNING 1"""
+_FINISH_SQL: Final = """UPDATE approvals SET status = 'executed', finished_at = now()
+                        WHERE approval_id = %s AND status = 'executing'"""
+_FAIL_SQL: Final = """UPDATE approvals SET status = 'failed', finished_at = now(), error_code = %s, error = %s
+                      WHERE approval_id = %s AND status IN ('approved', 'executing') RETURNING 1"""
+_SUPERSEDE_SQL: Final = """UPDATE approvals SET status = 'superseded', decided_at = now(), finished_at = now()
+                           WHERE thread_id = %s AND owner_id = %s AND status = 'pending'
+                           RETURNING approval_id, preview"""
+_EXPIRE_SQL: Final = """UPDATE approvals SET status = 'expired', decided_at = now(), finished_at = now(),
+                               error_code = 'approval_expired'
+                        WHERE status = 'pending' AND expires_at <= %s
+                        RETURNING approval_id, thread_id, owner_id, tool, action, args_hash, preview"""
+_OPEN_OF_THREAD_SQL: Final = """SELECT a.approval_id, a.status, (e.idem_key IS NOT NULL) AS ran
+                                FROM approvals a LEFT JOIN effects e ON e.idem_key = a.approval_id
+                                WHERE a.thread_id = %s AND a.status IN ('pending', 'approved', 'executing')
+                                FOR UPDATE OF a"""
+_RECONCILE_SQL: Final = """UPDATE approvals SET status = %s, finished_at = now(), error_code = %s, error = %s
+                           WHERE approval_id = %s AND status = %s"""
 
 
-def decided_statement(decision: str, thread_id: str) -> tuple[str, tuple[Any, ...]]:
-    """The statement that closes the thread's pending request with ``decision``."""
-    return _DECIDED_SQL, (_STATUS.get(decision, "rejected"), thread_id)
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """An approval that a sweep or a reconciliation closed."""
+
+    approval_id: str
+    """Its id."""
+    thread_id: str
+    """Its thread."""
+    owner_id: str
+    """Its owner."""
+    status: ApprovalStatus
+    """Where it ended."""
+    tool: str = ""
+    """Its tool."""
+    action: str = ""
+    """Its action."""
+    args_hash: str = ""
+    """The hash of the arguments it asked for."""
+    preview: str = ""
+    """What it would have done."""
 
 
-async def list_pending(pool: Any, owner_id: str, thread_id: str, request: ApprovalRequest) -> None:
-    """List ``request`` as pending (with the turn's checkpoint, or at once outside a turn)."""
+async def list_pending(pool: AsyncConnectionPool[Any], owner_id: str, thread_id: str, request: ApprovalRequest) -> None:
+    """List ``request`` as pending, for the approval API of every surface (fenced by the turn's lease)."""
     block = request["approval"]
     row = (
         block["id"], thread_id, owner_id, block["tool"], block["action"], block["args_hash"],
         request["action_requests"][0]["description"], Jsonb(request), block["expires_at"],
     )
-    await turn_db.with_checkpoint(pool, _PENDING_SQL, row)
+    async with leases.fenced(pool) as conn:
+        await conn.execute(_PENDING_SQL, row)
 
 
-async def record_decided(pool: Any, decision: str, thread_id: str) -> None:
-    """Close the thread's pending request with ``decision`` (with the turn's checkpoint, or at once outside a turn)."""
-    await turn_db.with_checkpoint(pool, *decided_statement(decision, thread_id))
+async def decide(
+    pool: AsyncConnectionPool[Any],
+    approval_id: str,
+    thread_id: str,
+    decision: Literal["approve", "edit", "reject"],
+    approved_hash: str | None = None,
+) -> bool:
+    """Record a person's decision on a pending approval; ``False`` if it was no longer pending.
+
+    ``approve`` and ``edit`` move it to ``approved`` with the hash of the arguments that may now
+    run (the edited ones for an edit); ``reject`` closes it.
+    """
+    if decision != "reject" and not approved_hash:
+        raise ValueError("an approval records the hash of the arguments it approves")
+    params = {
+        "status": "rejected" if decision == "reject" else "approved",
+        "decision": decision,
+        "hash": approved_hash if decision != "reject" else None,
+        "id": approval_id,
+        "thread": thread_id,
+    }
+    async with leases.fenced(pool) as conn:
+        cur = await conn.execute(_DECIDE_SQL, params)
+        return await cur.fetchone() is not None
+
+
+async def close(
+    pool: AsyncConnectionPool[Any], approval_id: str, thread_id: str, status: Literal["expired", "superseded"],
+    code: str | None = None,
+) -> bool:
+    """Close a pending approval without running it; ``False`` if it was no longer pending."""
+    async with leases.fenced(pool) as conn:
+        cur = await conn.execute(_CLOSE_SQL, (status, code, approval_id, thread_id))
+        return await cur.fetchone() is not None
+
+
+async def claim(
+    conn: AsyncConnection[Any], approval_id: str, *, thread_id: str, owner_id: str, tool: str, action: str,
+    args_hash: str,
+) -> bool:
+    """In the effect's transaction: move the approval to ``executing`` if it approves exactly this call.
+
+    ``False`` (nothing may run) unless a decided approval of this thread and owner, for this
+    tool and action, approved arguments whose hash is ``args_hash``.
+    """
+    cur = await conn.execute(_CLAIM_SQL, (approval_id, thread_id, owner_id, tool, action, args_hash))
+    return await cur.fetchone() is not None
+
+
+async def finish(conn: AsyncConnection[Any], approval_id: str) -> None:
+    """In the effect's transaction, after it ran: ``executing`` -> ``executed``."""
+    await conn.execute(_FINISH_SQL, (approval_id,))
+
+
+async def fail(pool: AsyncConnectionPool[Any], approval_id: str, code: str, message: str) -> bool:
+    """An approved action that did not run (or whose run did not commit) ends ``failed``."""
+    async with leases.fenced(pool) as conn:
+        cur = await conn.execute(_FAIL_SQL, (code, message[:500], approval_id))
+        return await cur.fetchone() is not None
+
+
+async def supersede(conn: AsyncConnection[Any], thread_id: str, owner_id: str) -> list[str]:
+    """In the caller's (fenced) transaction: close the thread's pending approval; return the previews closed."""
+    cur = await conn.execute(_SUPERSEDE_SQL, (thread_id, owner_id))
+    return [str(row["preview"]) for row in await cur.fetchall()]
+
+
+async def expire_due(pool: AsyncConnectionPool[Any], now: datetime) -> list[Closed]:
+    """Close every pending approval past its expiry; return them (the caller audits and tells)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(_EXPIRE_SQL, (now,))
+        rows = await cur.fetchall()
+    return [
+        Closed(approval_id=r["approval_id"], thread_id=r["thread_id"], owner_id=r["owner_id"], status="expired",
+               tool=r["tool"], action=r["action"], args_hash=r["args_hash"], preview=r["preview"])
+        for r in rows
+    ]
+
+
+async def reconcile(pool: AsyncConnectionPool[Any], thread_id: str, interrupted_on: str | None) -> list[Closed]:
+    """Bring the thread's open approvals in line with its checkpoint and the effects ledger.
+
+    Run by whoever holds the thread (fenced) after a turn that did not end cleanly: cancelled,
+    failed, or taken over from a holder whose lease ran out. ``interrupted_on`` is the approval
+    the thread's latest checkpoint waits on, if any. Then:
+
+    * an approval whose effect is in the ledger is ``executed``;
+    * one approved (or executing) whose effect is not is ``failed``: nothing ran;
+    * one pending that the checkpoint does not wait on is ``failed``: its turn never saved the
+      request, so no decision could resume it.
+    """
+    closed: list[Closed] = []
+    async with leases.fenced(pool) as conn:
+        cur = await conn.execute(_OPEN_OF_THREAD_SQL, (thread_id,))
+        for row in await cur.fetchall():
+            approval_id, status = str(row["approval_id"]), str(row["status"])
+            if row["ran"]:
+                new, code, why = "executed", None, None
+            elif status in ("approved", "executing"):
+                new, code, why = "failed", "unavailable", "the turn stopped before the action ran; nothing was changed"
+            elif approval_id != interrupted_on:
+                new, code, why = "failed", "unavailable", "the turn stopped before the request was saved"
+            else:
+                continue
+            await conn.execute(_RECONCILE_SQL, (new, code, why, approval_id, status))
+            closed.append(Closed(approval_id=approval_id, thread_id=thread_id, owner_id="", status=new))
+    return closed

@@ -28,7 +28,6 @@ from langgraph.runtime import Runtime
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from graph import turn_db
 from graph.services import ServicesProvider
 from graph.state import Context, TurnState
 from policies.approval import args_hash as hash_args
@@ -150,7 +149,7 @@ async def append_audit(
     """Append ``record``; return its sequence number. Works on a pool or inside a caller's transaction."""
     body = record.body(now)
     if isinstance(db, AsyncConnectionPool):
-        async with turn_db.connection(db) as conn:
+        async with db.connection() as conn:
             cur = await conn.execute("INSERT INTO audit_log (body) VALUES (%s) RETURNING seq", (body,))
             row = await cur.fetchone()
     else:
@@ -161,27 +160,13 @@ async def append_audit(
     return int(row["seq"] if isinstance(row, Mapping) else row[0])
 
 
-_ACTION_FOLLOWS: Final = frozenset({"execute", "propose", "approve", "edit"})
-"""Decisions an action follows: a read or a proposal the gate let through, an approved (or edited) action."""
-
-
 async def record_decision(pool: AsyncConnectionPool[Any], record: AuditRecord, *, now: datetime) -> None:
-    """Record a decision taken in a turn.
+    """Record a decision taken in a turn, committed before the turn goes on to what it allows.
 
-    In a turn on ``pool`` (:mod:`graph.turn_db`) the record is sent ahead of the turn's next
-    statement, committed in a transaction of its own before that statement runs: no round trip
-    of its own, and never after what the decision allowed. A decision an action follows
-    (:data:`_ACTION_FOLLOWS`) is sent at once instead and committed while the turn goes on to
-    that action, which waits for the commit (:func:`graph.turn_db.send_now`). Elsewhere it is
-    appended at once. Either way its body is built (and checked by DLP) here.
+    Its body is built (and checked by DLP) here. A record is a fact about what was decided, so
+    it is written whoever holds the thread: a turn that lost its lease still says what it tried.
     """
-    turn = turn_db.current(pool)
-    if turn is None:
-        await append_audit(pool, record, now=now)
-        return
-    turn.send_ahead("INSERT INTO audit_log (body) VALUES (%s)", (record.body(now),))
-    if record.decision in _ACTION_FOLLOWS:
-        turn_db.send_now(turn)
+    await append_audit(pool, record, now=now)
 
 
 @dataclass(frozen=True, slots=True)

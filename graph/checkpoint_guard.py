@@ -2,34 +2,36 @@
 
 LangGraph's strict msgpack mode already declines to import types outside its safe list, but
 it then returns the raw payload and logs a warning. :class:`StrictSerializer` turns any such
-serde event — a blocked msgpack type or method, a JSON constructor outside the safe list, a
-pickle blob — into :class:`CheckpointRefused`, so a tampered checkpoint never loads at all.
-:class:`AuditedPostgresSaver` writes one audit record per refusal before re-raising.
-:func:`assert_strict` is the start-up check that refuses a permissive serializer.
+serde event (a blocked msgpack type or method) into :class:`CheckpointRefused`, and refuses
+every blob type LangGraph does not write today (``json``, a legacy format, and ``pickle``), so
+a tampered checkpoint never loads at all. :func:`audit_refusal` writes one audit record per
+refusal. :func:`assert_strict` is the start-up check that refuses a permissive serializer: it
+probes the serializer's behaviour (a blocked type, a pickle blob) rather than its attributes.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+import pickle
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointTuple
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from langgraph.checkpoint.serde import _msgpack as lg_msgpack
 from langgraph.checkpoint.serde.event_hooks import SerdeEvent, register_serde_event_listener
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from psycopg_pool import AsyncConnectionPool
 
 from graph.audit import AuditLeak, AuditRecord, append_audit
 from policies.errors import ErrorCode, TollgateError
 
-__all__ = ["AuditedPostgresSaver", "CheckpointRefused", "PermissiveSerializer", "StrictSerializer", "assert_strict"]
+__all__ = ["CheckpointRefused", "PermissiveSerializer", "StrictSerializer", "assert_strict", "audit_refusal"]
 
 _events: ContextVar[list[SerdeEvent] | None] = ContextVar("tollgate_serde_events", default=None)
 _MAX_NAME: Final = 100
+_LOADABLE: Final = frozenset({"null", "bytes", "bytearray", "msgpack"})
+"""The blob types LangGraph writes (``dumps_typed``); anything else is refused on load."""
 
 
 def _collect(event: SerdeEvent) -> None:
@@ -75,17 +77,9 @@ class StrictSerializer(JsonPlusSerializer):
         # to its safe list whatever the environment says.
         super().__init__(allowed_msgpack_modules=None)
 
-    def _reviver(self, value: dict[str, Any]) -> Any:
-        if value.get("lc") == 2 and value.get("type") == "constructor" and isinstance(value.get("id"), list):
-            ids = [str(i) for i in value["id"]]
-            if len(ids) < 2 or (".".join(ids[:-1]), ids[-1]) not in lg_msgpack.SAFE_MSGPACK_TYPES:
-                _collect({"kind": "json_blocked", "module": ".".join(ids[:-1]), "name": ids[-1] if ids else ""})
-                return None
-        return super()._reviver(value)
-
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         type_, _ = data
-        if type_ not in ("null", "bytes", "bytearray", "json", "msgpack"):
+        if type_ not in _LOADABLE:
             raise CheckpointRefused((f"serialization:{str(type_)[:_MAX_NAME]}",))
         events: list[SerdeEvent] = []
         token = _events.set(events)
@@ -98,62 +92,46 @@ class StrictSerializer(JsonPlusSerializer):
         return value
 
 
+@dataclass(frozen=True)
+class _Probe:
+    """A type outside LangGraph's safe list: a strict serializer must refuse to load it."""
+
+    marker: int = 1
+
+
 def assert_strict(serde: object) -> None:
-    """Refuse a serializer that could run code on load (start-up check)."""
+    """Refuse a serializer that could run code on load (start-up check), by trying it."""
     if os.environ.get("LANGGRAPH_STRICT_MSGPACK", "").lower() not in ("1", "true", "yes"):
         raise PermissiveSerializer("LANGGRAPH_STRICT_MSGPACK is not set (import graph._env first)")
     if not isinstance(serde, StrictSerializer):
         raise PermissiveSerializer(f"{type(serde).__name__} is not Tollgate's StrictSerializer")
-    if serde.pickle_fallback:
-        raise PermissiveSerializer("pickle fallback is on")
-    if getattr(serde, "_allowed_msgpack_modules", None) is not None:
-        raise PermissiveSerializer("extra msgpack modules are allowed")
-    if getattr(serde, "_allowed_json_modules", None):
-        raise PermissiveSerializer("JSON constructors are allowed")
-
-
-class AuditedPostgresSaver(AsyncPostgresSaver):
-    """The Postgres checkpointer; a refused checkpoint is audited once, then raised."""
-
-    async def _audit(self, config: RunnableConfig | None, exc: CheckpointRefused) -> None:
-        configurable = (config or {}).get("configurable") or {}
-        thread_id = str(configurable.get("thread_id", ""))[:200]
-        owner = ""
-        async with self.conn.connection() as conn:  # type: ignore[union-attr]
-            cur = await conn.execute("SELECT owner_id FROM threads WHERE thread_id = %s", (thread_id,))
-            row = await cur.fetchone()
-            if row is not None:
-                owner = str(row["owner_id"] if isinstance(row, dict) else row[0])
-        record = AuditRecord(
-            owner_id=owner, stage="serde", decision="refuse", reason="blocked_type", code=exc.code,
-            thread_id=thread_id, detail={"blocked": list(exc.blocked[:20])},
-        )
+    for probe, problem in (
+        (serde.dumps_typed(_Probe()), "a type outside the safe list loads"),
+        (("pickle", pickle.dumps(1)), "a pickle blob loads"),
+    ):
         try:
-            await append_audit(self.conn, record, now=datetime.now(UTC))  # type: ignore[arg-type]
-        except AuditLeak:
-            # The blocked names themselves looked like secrets: record the refusal without them.
-            record = AuditRecord(owner_id=owner, stage="serde", decision="refuse", reason="blocked_type",
-                                 code=exc.code, thread_id=thread_id, detail={"blocked": len(exc.blocked)})
-            await append_audit(self.conn, record, now=datetime.now(UTC))  # type: ignore[arg-type]
+            serde.loads_typed(probe)
+        except CheckpointRefused:
+            continue
+        raise PermissiveSerializer(problem)
 
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        try:
-            return await super().aget_tuple(config)
-        except CheckpointRefused as exc:
-            await self._audit(config, exc)
-            raise
 
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,  # noqa: A002 - the base class's parameter name
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        try:
-            async for item in super().alist(config, filter=filter, before=before, limit=limit):
-                yield item
-        except CheckpointRefused as exc:
-            await self._audit(config, exc)
-            raise
+async def audit_refusal(pool: AsyncConnectionPool[Any], config: RunnableConfig | None, exc: CheckpointRefused) -> None:
+    """Record one refused checkpoint (its thread, its owner and what was blocked)."""
+    configurable = (config or {}).get("configurable") or {}
+    thread_id = str(configurable.get("thread_id", ""))[:200]
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT owner_id FROM threads WHERE thread_id = %s", (thread_id,))
+        row = await cur.fetchone()
+    owner = str(row["owner_id"]) if row is not None else ""
+    record = AuditRecord(
+        owner_id=owner, stage="serde", decision="refuse", reason="blocked_type", code=exc.code,
+        thread_id=thread_id, detail={"blocked": list(exc.blocked[:20])},
+    )
+    try:
+        await append_audit(pool, record, now=datetime.now(UTC))
+    except AuditLeak:
+        # The blocked names themselves looked like secrets: record the refusal without them.
+        record = AuditRecord(owner_id=owner, stage="serde", decision="refuse", reason="blocked_type",
+                             code=exc.code, thread_id=thread_id, detail={"blocked": len(exc.blocked)})
+        await append_audit(pool, record, now=datetime.now(UTC))

@@ -41,6 +41,8 @@ class TurnEvent(TypedDict):
     """Kind-specific payload."""
     thread_id: NotRequired[str]
     """Added by the runner for transports."""
+    id: NotRequired[int]
+    """The event's id in the event log (global, increasing): its SSE id, added once it is recorded."""
 
 
 class EventSink:

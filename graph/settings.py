@@ -42,9 +42,17 @@ class Settings(BaseSettings):
     default_timezone: str = "UTC"
     """Timezone for owners who have none configured."""
     pool_max_size: int = Field(default=20, ge=1, le=200)
-    """Maximum PostgreSQL connections per process (opened on demand). A running turn holds one for
-    its whole run (the thread's lock); the server's event log and token lookups share the rest, so
-    turns beyond this many at once wait for a connection."""
+    """Maximum PostgreSQL connections per process (opened on demand). A turn takes one only while
+    it runs a statement, never while it waits on a model, so this bounds database work, not turns."""
+    max_concurrent_turns: int = Field(default=1000, ge=1, le=100_000)
+    """Turns one process runs at once; more wait for a slot (holding nothing)."""
+    max_turns_per_owner: int = Field(default=16, ge=1, le=10_000)
+    """Turns of one owner that one process runs at once, so one owner cannot starve the rest."""
+    thread_lease_seconds: float = Field(default=30.0, ge=0.5, le=3600)
+    """A turn's hold on its thread lasts this long unless renewed (it is, every third of it, while
+    the turn runs): a process that dies frees its threads within this time."""
+    thread_wait_seconds: float = Field(default=120.0, ge=0, le=3600)
+    """How long a turn waits for its thread while another turn runs on it, then fails (unavailable)."""
     governance_mode: Literal["shadow", "enforce"] = "enforce"
     """``shadow`` only records what DLP would block or send for approval; tiers, schemas, ids and
     network safety are enforced in both modes."""

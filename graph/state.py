@@ -71,6 +71,9 @@ class Plan(TypedDict):
     call that carries no ids (it then goes straight to execute or propose)."""
     proposed_at: NotRequired[int]
     """Unix seconds when the approval was requested (fixes the token's expiry on re-execution)."""
+    seal: NotRequired[str]
+    """The gate's HMAC over this exact call (:func:`policies.approval.seal_plan`): execute runs
+    nothing without it, so a plan written into the state from outside runs nothing."""
 
 
 class Gate(TypedDict):

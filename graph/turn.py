@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
@@ -81,18 +80,6 @@ def _after_offer(state: TurnState) -> Literal["propose", "naturalize"]:
     return "propose" if gate.get("verdict") == "propose" and state.get("plan") is not None else "naturalize"
 
 
-def _route(fn: Any) -> RunnableCallable:
-    """A routing function as LangGraph runs it best: inline and untraced.
-
-    ``add_conditional_edges`` wraps a plain function as a *traced* runnable and runs a sync one
-    in a thread pool: three extra asyncio tasks and a thread hop per edge, for a pure dict
-    lookup. ``create_agent`` routes its edges the same way (``RunnableCallable(..., trace=False)``,
-    LangGraph's own class, pinned with it). The ``Literal`` return type still gives Studio its
-    drawing of the edges.
-    """
-    return RunnableCallable(fn, name=fn.__name__.lstrip("_"), trace=False)
-
-
 def _make_after_execute(budget: int) -> Any:
     def after_execute(state: TurnState) -> Literal["picker", "offer", "naturalize"]:
         result = state.get("result")
@@ -131,12 +118,12 @@ def build_graph(
     builder.add_node("naturalize", make_naturalize(provider))
     builder.add_node("offer", make_offer(provider))
     builder.add_edge(START, "picker")
-    builder.add_conditional_edges("picker", _route(_after_picker))
-    builder.add_conditional_edges("tier_gate", _route(_after_gate))
-    builder.add_conditional_edges("id_validation", _route(_after_ids))
-    builder.add_conditional_edges("propose", _route(_after_propose))
-    builder.add_conditional_edges("approval", _route(_after_approval))
-    builder.add_conditional_edges("execute", _route(_make_after_execute(step_budget)))
-    builder.add_conditional_edges("offer", _route(_after_offer))
+    builder.add_conditional_edges("picker", _after_picker)
+    builder.add_conditional_edges("tier_gate", _after_gate)
+    builder.add_conditional_edges("id_validation", _after_ids)
+    builder.add_conditional_edges("propose", _after_propose)
+    builder.add_conditional_edges("approval", _after_approval)
+    builder.add_conditional_edges("execute", _make_after_execute(step_budget))
+    builder.add_conditional_edges("offer", _after_offer)
     builder.add_edge("naturalize", END)
     return builder.compile(checkpointer=checkpointer, name="tollgate_turn")

@@ -8,9 +8,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from graph.events import EventSink
+from graph.services import Services
 from graph.state import Context, Plan, TurnState
+from policies.approval import SealPurpose, seal_plan
 
-__all__ = ["sealed", "sink_for", "thread_id_of"]
+__all__ = ["finalized", "seal", "sink_for", "thread_id_of"]
 
 
 def thread_id_of(config: RunnableConfig) -> str:
@@ -27,12 +29,19 @@ def sink_for(state: TurnState, runtime: Runtime[Context]) -> EventSink:
     return EventSink(runtime.stream_writer, state.get("turn_id", ""), state.get("seq", 0))
 
 
-def sealed(plan: Plan, args: dict[str, Any], digest: str, *, proposed_at: int | None) -> Plan:
+def finalized(plan: Plan, args: dict[str, Any], digest: str, *, proposed_at: int | None) -> Plan:
     """``plan`` with its final ``args`` and their hash ``digest``; a proposal also records when it
     was made (``proposed_at``: the approval's expiry counts from it, so a replay mints the same token)."""
-    final: Plan = {k: v for k, v in plan.items() if k != "args_hash"}  # type: ignore[assignment]
+    final: Plan = {k: v for k, v in plan.items() if k not in ("args_hash", "seal")}  # type: ignore[assignment]
     final["args"] = args
     final["args_hash"] = digest
     if proposed_at is not None:
         final["proposed_at"] = proposed_at
     return final
+
+
+def seal(svc: Services, plan: Plan, ctx: Context, thread_id: str, turn_id: str, *, purpose: SealPurpose) -> Plan:
+    """``plan`` with the seal execute checks: only a call the gate (or the server) decided may run."""
+    mark = seal_plan(svc.key(), purpose=purpose, thread_id=thread_id, owner_id=ctx.owner_id, turn_id=turn_id,
+                     call_id=plan["call_id"], tool=plan["tool"], action=plan["action"], args_hash=plan["args_hash"])
+    return {**plan, "seal": mark}

@@ -1,34 +1,96 @@
 """The approval interrupt: wait for a person, then check their decision before anything runs.
 
-Nothing before ``interrupt()`` has side effects, so re-running the node on resume is safe.
-The resume value must carry the token of *this* pending request; the signature, expiry,
-caller (owner from the run context), thread, nonce and args hash are all checked. An edit
-goes back through decoding, the tier gate's bounds and id validation before it may run. An
-expired request resolves as rejected; anything invalid is refused and nothing runs.
+Nothing before ``interrupt()`` has side effects, so re-running the node on resume is safe. The
+resume value must carry the token of *this* pending request; the signature, expiry, caller
+(owner from the run context), thread, nonce and args hash are all checked
+(:func:`check_decision`, which the runner also applies before it resumes, so a bad resume is
+refused with a typed error and never reaches the graph). A decision that fails its checks
+leaves the request pending: the node asks again (a fresh ``interrupt()``), up to
+:data:`_MAX_REFUSED` times. An edit goes back through decoding, the gate's bounds and id
+validation, and is sealed anew. The decision is recorded in the approvals table
+(:mod:`graph.approvals`) before execute may run it; an expired request resolves honestly.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Final, Literal
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from graph.approvals import record_decided
-from graph.services import ServicesProvider
-from graph.state import Context, Gate, TurnState
-from nodes._common import sink_for, thread_id_of
+from graph import approvals
+from graph.services import Services, ServicesProvider
+from graph.state import Context, Gate, Pending, Plan, RecentList, TurnState
+from nodes._common import seal, sink_for, thread_id_of
 from nodes.id_validation import bind_plan_ids
 from policies.approval import args_hash, check_binding, read_token
 from policies.arguments import validate_args
-from policies.errors import ApprovalExpired, ApprovalInvalid, ErrorCode
+from policies.errors import ApprovalExpired, ApprovalInvalid, ErrorCode, InvalidArgs, OffListId, TollgateError
 from policies.hitl import EditDecision, RejectDecision, parse_resume
-from policies.honesty import Outcome
 from policies.tiers import classify_tier
 from tools.registry import function_name
 
-__all__ = ["make_approval"]
+__all__ = ["Decided", "check_decision", "make_approval"]
+
+_MAX_REFUSED: Final = 5
+"""Refused resumes a request survives in one node before it is closed as rejected."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A decision that passed every check."""
+
+    kind: Literal["approve", "edit", "reject", "expired"]
+    """What the person decided (``expired``: the request ran out before they did)."""
+    args: dict[str, Any] | None = None
+    """For ``approve`` and ``edit``: the exact arguments that may run."""
+    message: str = ""
+    """For ``reject``: the person's reason."""
+
+
+def check_decision(
+    svc: Services, ctx: Context, thread_id: str, plan: Plan, pending: Pending, recent: dict[str, RecentList], value: object
+) -> Decided:
+    """Check a resume ``value`` against the pending request; raise a typed error to refuse it.
+
+    Refusals (the request then stays pending): :class:`ApprovalInvalid` for a malformed value,
+    a wrong count, a foreign or tampered token or an edit of another action;
+    :class:`InvalidArgs` for edited arguments that break the schema or the tier;
+    :class:`OffListId` for an edit naming an item the server never listed.
+    """
+    resume = parse_resume(value)
+    try:
+        claims = read_token(resume.token, svc.key(), now=svc.clock())
+    except ApprovalExpired:
+        claims = None
+    if claims is not None:
+        check_binding(claims, thread_id=thread_id, owner_id=ctx.owner_id, tool=plan["tool"], action=plan["action"],
+                      hash_=plan["args_hash"], nonce=pending["approval_id"])
+    elif resume.token != pending["token"]:
+        raise ApprovalInvalid("token is not for the pending approval")
+    decision = resume.decisions[0]
+    if claims is None:
+        return Decided("expired")
+    if isinstance(decision, RejectDecision):
+        return Decided("reject", message=decision.message or "")
+    if not isinstance(decision, EditDecision):
+        return Decided("approve", args=plan["args"])
+    if decision.edited_action.name != function_name(plan["tool"], plan["action"]):
+        raise ApprovalInvalid("an edit can change the details of the action, not the action")
+    spec = svc.registry.action(plan["tool"], plan["action"])
+    tier = classify_tier(plan["tool"], plan["action"], svc.registry.tier_map())
+    if spec is None or tier.run != "propose":
+        raise InvalidArgs(function_name(plan["tool"], plan["action"]), ["the action can no longer be edited"])
+    checked = validate_args(spec.args, decision.edited_action.args)
+    if checked.value is None:
+        raise InvalidArgs(function_name(plan["tool"], plan["action"]), list(checked.violations))
+    args = checked.value.model_dump(mode="json", exclude_none=True)
+    bound, failure, kind = bind_plan_ids(spec, args, recent)
+    if failure is not None:
+        raise OffListId(kind, failure.refusal or "not_in_latest_list")
+    return Decided("edit", args=bound)
 
 
 def make_approval(provider: ServicesProvider) -> Any:
@@ -40,103 +102,60 @@ def make_approval(provider: ServicesProvider) -> Any:
         pending = state.get("pending")
         if request is None or plan is None or pending is None:
             return {}
-        value = interrupt(request)
-
         svc = await provider()
+        ctx = runtime.context
+        thread_id = thread_id_of(config)
+        decided: Decided | None = None
+        for _ in range(_MAX_REFUSED + 1):
+            value = interrupt(request)
+            try:
+                decided = check_decision(svc, ctx, thread_id, plan, pending, state.get("recent") or {}, value)
+                break
+            except TollgateError:
+                continue  # the request stays pending: ask again
         sink = sink_for(state, runtime)
 
-        async def decided(decision: str, **extra: Any) -> None:
-            """Announce the decision and close the listed request (see :mod:`graph.approvals`)."""
-            sink.emit("approval_decided", approval_id=pending["approval_id"], decision=decision, **extra)
-            await record_decided(svc.db.pool, decision, thread_id_of(config))
-
-        async def closed(
-            decision: Literal["expired", "invalid"], code: ErrorCode, reason: str, message: str, outcome: Outcome
-        ) -> dict[str, Any]:
-            await decided(decision, code=code)
+        def closed(decision: Literal["expired", "invalid", "reject"], code: ErrorCode | None, reason: str,
+                   message: str, outcome: Any) -> dict[str, Any]:
+            sink.emit("approval_decided", approval_id=pending["approval_id"], decision=decision,
+                      **({"code": code} if code else {}))
             return {
                 "seq": sink.seq,
                 "plan": None,
                 "approval_request": None,
-                "pending": pending | {"decision": decision},
+                "pending": pending | {"decision": decision, **({"message": message} if decision == "reject" else {})},
                 "outcome": outcome,
-                "gate": Gate(verdict="refuse", reason=reason, code=code, message=message),
+                "gate": Gate(verdict="refuse", reason=reason, **({"code": code} if code else {}), message=message),
             }
 
-        try:
-            resume = parse_resume(value)
-            claims = read_token(resume.token, svc.key(), now=svc.clock())
-            check_binding(
-                claims,
-                thread_id=thread_id_of(config),
-                owner_id=runtime.context.owner_id,
-                tool=plan["tool"],
-                action=plan["action"],
-                hash_=plan["args_hash"],
-                nonce=pending["approval_id"],
-            )
-        except ApprovalExpired:
-            return await closed(
-                "expired",
-                "approval_expired",
-                "expired",
-                f"That approval expired, so I did not {pending['preview'][:1].lower()}{pending['preview'][1:]}. Nothing was changed.",
-                "expired",
-            )
-        except ApprovalInvalid as exc:
-            return await closed("invalid", "approval_invalid", exc.reason, "That approval was not valid, so nothing ran.", "refused")
-
-        decision = resume.decisions[0]
-        if isinstance(decision, RejectDecision):
-            await decided("reject")
-            note = f" You said: “{decision.message}”" if decision.message else ""
-            return {
-                "seq": sink.seq,
-                "plan": None,
-                "approval_request": None,
-                "pending": pending | {"decision": "reject", "message": decision.message or ""},
-                "outcome": "rejected",
-                "gate": Gate(
-                    verdict="refuse",
-                    reason="rejected",
-                    message=f"OK, I won't do that; nothing was changed.{note}",
-                ),
-            }
-        if isinstance(decision, EditDecision):
-            if decision.edited_action.name != function_name(plan["tool"], plan["action"]):
-                return await closed(
-                    "invalid", "approval_invalid", "edit_changes_action",
-                    "An edit can change the details but not the action, so nothing ran.", "refused",
-                )
-            spec = svc.registry.action(plan["tool"], plan["action"])
-            tier = classify_tier(plan["tool"], plan["action"], svc.registry.tier_map())
-            checked = validate_args(spec.args, decision.edited_action.args) if spec is not None else None
-            if spec is None or tier.run != "propose" or checked is None or checked.value is None:
-                return await closed(
-                    "invalid", "invalid_args", "edit_invalid",
-                    "The edited details aren't valid, so nothing ran.", "refused",
-                )
-            args = checked.value.model_dump(mode="json", exclude_none=True)
-            args, failure, kind = bind_plan_ids(spec, args, state.get("recent") or {})
-            if failure is not None:
-                return await closed(
-                    "invalid", "off_list_id", "edit_off_list",
-                    f"The edit names a {kind} item that isn't in your latest list, so nothing ran.", "refused",
-                )
-            await decided("edit")
-            return {
-                "seq": sink.seq,
-                "plan": plan | {"args": args, "args_hash": args_hash(args)},
-                "approval_request": None,
-                "pending": pending | {"decision": "edit"},
-                "gate": Gate(verdict="execute", reason="edited"),
-            }
-        await decided("approve")
-        return {
+        if decided is None:  # every decision refused: close it rather than ask forever
+            await approvals.decide(svc.db.pool, pending["approval_id"], thread_id, "reject")
+            return closed("invalid", "approval_invalid", "too_many_refusals",
+                          "That approval kept receiving invalid decisions, so I closed it; nothing ran.", "refused")
+        if decided.kind == "expired":
+            await approvals.close(svc.db.pool, pending["approval_id"], thread_id, "expired", "approval_expired")
+            what = f"{pending['preview'][:1].lower()}{pending['preview'][1:]}"
+            return closed("expired", "approval_expired", "expired",
+                          f"That approval expired, so I did not {what}. Nothing was changed.", "expired")
+        if decided.kind == "reject":
+            await approvals.decide(svc.db.pool, pending["approval_id"], thread_id, "reject")
+            note = f" You said: “{decided.message}”" if decided.message else ""
+            return closed("reject", None, "rejected", f"OK, I won't do that; nothing was changed.{note}", "rejected")
+        assert decided.args is not None
+        digest = args_hash(decided.args)
+        if not await approvals.decide(svc.db.pool, pending["approval_id"], thread_id, decided.kind, digest):
+            return closed("invalid", "approval_invalid", "not_pending",
+                          "That approval is no longer pending (it expired or was replaced), so nothing ran.", "refused")
+        sink.emit("approval_decided", approval_id=pending["approval_id"], decision=decided.kind)
+        update: dict[str, Any] = {
             "seq": sink.seq,
             "approval_request": None,
-            "pending": pending | {"decision": "approve"},
-            "gate": Gate(verdict="execute", reason="approved"),
+            "pending": pending | {"decision": decided.kind},
+            "gate": Gate(verdict="execute", reason="edited" if decided.kind == "edit" else "approved"),
         }
+        if decided.kind == "edit":
+            edited: Plan = {**plan, "args": decided.args, "args_hash": digest}  # type: ignore[typeddict-item]
+            update["plan"] = seal(svc, edited, ctx, thread_id, state.get("turn_id", ""), purpose="gate")
+        return update
 
     return approval

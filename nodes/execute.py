@@ -1,11 +1,22 @@
-"""Execute: run the action for the context's owner, once.
+"""Execute: run the action for the context's owner, once, and only with its authority.
 
-Identity comes from the run context, arguments from the validated (and, for writes,
-approved) plan. A write commits its idempotency-ledger row in the same transaction as its
-effect, keyed by the approval id (or by thread, turn and call for the approval-free write),
-so a replayed step returns the recorded result instead of writing again. Transient failures
-retry (bounded, with jitter) only for idempotent actions. A failure is a result, not a crash.
-List results replace the thread's recent list of their kind.
+Identity comes from the run context, arguments from the plan. Before anything runs the node
+checks its own authority instead of trusting how it was reached:
+
+* the plan carries the gate's seal over this exact call (thread, owner, turn, call, tool,
+  action, args hash): a plan written into the state by ``Command(update=...)``,
+  ``update_state`` or a hand-edited checkpoint has none and runs nothing;
+* :func:`policies.governance.govern` runs again (tier, schema, egress, DLP);
+* a call that needs approval runs only if, in the effect's own transaction, a decided approval
+  of this thread and owner approved arguments with exactly this hash
+  (:func:`graph.approvals.claim`), which moves it to ``executing`` and, with the effect and its
+  idempotency-ledger row, to ``executed``. An effect that fails or does not commit leaves
+  ``failed`` behind, never ``approved``.
+
+Every refusal is audited. Transient failures retry (bounded, with jitter) only for idempotent
+actions. A failure is a result, not a crash. The result is made storable (third-party content
+may hold anything) before it enters the state, and list results replace the thread's recent
+list of their kind.
 """
 
 from __future__ import annotations
@@ -19,67 +30,82 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
-from graph import turn_db
+from graph import approvals, leases
 from graph.audit import AuditRecord, record_decision
 from graph.perimeter import governance_policy
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Gate, Plan, RecentList, TurnState
 from nodes._common import sink_for, thread_id_of
+from policies.approval import verify_seal
 from policies.arguments import load_args
-from policies.errors import EgressDenied, TollgateError, Transient
+from policies.errors import EgressDenied, PermissionDenied, TollgateError, Transient
 from policies.fencing import fence, new_nonce
-from policies.governance import ActionFacts, govern
+from policies.governance import ActionFacts, GovernanceDecision, govern
 from policies.ids import bind_ids
+from policies.storable import storable
 from tools.registry import ActionResult, ActionSpec, ExecContext
 
-__all__ = ["ledger_statement", "make_execute"]
+__all__ = ["make_execute"]
 
 _LEDGER_GET = "SELECT result FROM effects WHERE idem_key = %s AND owner_id = %s"
 _LEDGER_PUT = "INSERT INTO effects (idem_key, owner_id, tool, action, result) VALUES (%s, %s, %s, %s, %s)"
 
 
-def ledger_statement(key: str, owner_id: str) -> tuple[str, tuple[str, str]]:
-    """The statement reading the effect-ledger row of ``key`` (its ``result``), for reading it ahead."""
-    return _LEDGER_GET, (key, owner_id)
+class _NoApproval(PermissionDenied):
+    """The call needs an approval that no decided approval grants."""
+
+    def __init__(self, action: str) -> None:
+        super().__init__(action, "no decided approval for these exact arguments")
 
 
-def _idem_key(state: TurnState, plan: Plan, thread_id: str) -> str:
+def _approval_of(state: TurnState) -> str | None:
     pending = state.get("pending")
     if pending is not None and pending.get("decision") in ("approve", "edit"):
         return pending["approval_id"]
-    return f"{thread_id}:{state.get('turn_id', '')}:{plan['call_id']}"
+    return None
 
 
-async def _run_once(svc: Services, spec: ActionSpec, ctx: Context, plan: Plan, key: str | None) -> tuple[ActionResult, bool]:
-    """One attempt; returns the result and whether it was a ledger replay.
+async def _run_once(
+    svc: Services, spec: ActionSpec, ctx: Context, plan: Plan, thread_id: str, key: str | None, approval: str | None
+) -> tuple[ActionResult, bool, bool]:
+    """One attempt; returns the result (made storable), whether it was a ledger replay and whether
+    making it storable changed it.
 
-    A write runs in one transaction with its ledger row; a read needs no transaction.
+    A write runs in one fenced transaction with its authority check, its ledger row and its
+    approval's move to ``executed``; a read needs no transaction.
     """
     args = load_args(spec.args, plan["args"])
     try:
         if key is None:
-            # A read: one statement or a few, no transaction round trips needed.
-            async with turn_db.connection(svc.db.pool) as conn:
-                return await spec.executor(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args), False
-        async with turn_db.connection(svc.db.pool, transaction_next=True) as conn:
-            turn = turn_db.current(svc.db.pool)
-            read_ahead, row = turn.take_ledger(key, ctx.owner_id) if turn is not None else (False, None)
-            async with turn_db.transaction(conn):
-                if not read_ahead:
-                    cur = await conn.execute(_LEDGER_GET, (key, ctx.owner_id))
-                    row = await cur.fetchone()
+            async with svc.db.pool.connection() as conn:
+                cleaned = storable(await spec.executor(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args))
+                return cleaned.value, False, cleaned.changed
+        async with leases.fenced(svc.db.pool) as conn:
+            if approval is not None and not await approvals.claim(
+                conn, approval, thread_id=thread_id, owner_id=ctx.owner_id, tool=plan["tool"], action=plan["action"],
+                args_hash=plan["args_hash"],
+            ):
+                raise _NoApproval(f"{plan['tool']}.{plan['action']}")
+            if approval is None:
+                cur = await conn.execute(_LEDGER_GET, (key, ctx.owner_id))
+                row = await cur.fetchone()
                 if row is not None:
-                    return row["result"], True
-                result = await spec.executor(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn, key), args)
-                await conn.execute(_LEDGER_PUT, (key, ctx.owner_id, plan["tool"], plan["action"], json.dumps(result)))
+                    return row["result"], True, False
+            cleaned = storable(await spec.executor(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn, key), args))
+            result = cleaned.value
+            await conn.execute(_LEDGER_PUT, (key, ctx.owner_id, plan["tool"], plan["action"], json.dumps(result)))
+            if approval is not None:
+                await approvals.finish(conn, approval)
     except (psycopg.OperationalError, psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected):
         raise Transient(f"{plan['tool']}.{plan['action']}") from None
     if svc.hooks.after_effect_commit is not None:
         svc.hooks.after_effect_commit(key)
-    return result, False
+    return result, False, cleaned.changed
 
 
-async def _run(svc: Services, spec: ActionSpec, ctx: Context, plan: Plan, key: str | None) -> tuple[ActionResult, bool]:
+async def _run(
+    svc: Services, spec: ActionSpec, ctx: Context, plan: Plan, thread_id: str, key: str | None, approval: str | None
+) -> tuple[ActionResult, bool, bool]:
     attempts = 3 if spec.idempotent else 1
     async for attempt in AsyncRetrying(
         stop=stop_after_attempt(attempts),
@@ -88,7 +114,7 @@ async def _run(svc: Services, spec: ActionSpec, ctx: Context, plan: Plan, key: s
         reraise=True,
     ):
         with attempt:
-            return await _run_once(svc, spec, ctx, plan, key)
+            return await _run_once(svc, spec, ctx, plan, thread_id, key, approval)
     raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
 
 
@@ -110,15 +136,41 @@ async def _audit(
     svc: Services, ctx: Context, config: RunnableConfig, state: TurnState, plan: Plan, decision: str, reason: str,
     code: str, detail: dict[str, Any] | None = None,
 ) -> None:
+    digest = plan.get("args_hash", "")
     await record_decision(
         svc.db.pool,
         AuditRecord(
-            owner_id=ctx.owner_id, stage="execute", decision=decision, reason=reason, code=code, tool=plan["tool"],
-            action=plan["action"], args_hash=plan.get("args_hash", ""), thread_id=thread_id_of(config),
-            turn_id=state.get("turn_id", ""), detail=detail or {},
+            owner_id=ctx.owner_id, stage="execute", decision=decision, reason=reason, code=code,
+            tool=str(plan.get("tool", ""))[:200], action=str(plan.get("action", ""))[:200],
+            args_hash=digest if isinstance(digest, str) and len(digest) == 64 else "",
+            thread_id=thread_id_of(config), turn_id=state.get("turn_id", ""), detail=detail or {},
         ),
         now=svc.clock(),
     )
+
+
+def _authority(
+    svc: Services, spec: ActionSpec, ctx: Context, thread_id: str, state: TurnState, plan: Plan
+) -> tuple[GovernanceDecision | None, str]:
+    """(the decision to run under, ``""``) or (``None``, why nothing may run)."""
+    purpose = verify_seal(
+        svc.key(), plan.get("seal"), thread_id=thread_id, owner_id=ctx.owner_id, turn_id=state.get("turn_id", ""),
+        call_id=plan["call_id"], tool=plan["tool"], action=plan["action"], args_hash=plan.get("args_hash", ""),
+    )
+    if purpose is None:
+        return None, "unsealed_plan"
+    check = govern(plan["tool"], plan["action"], plan["args"], ActionFacts(spec.args, spec.writes),
+                   svc.registry.tier_map(), governance_policy(svc.settings))
+    if check.args_hash != plan["args_hash"]:
+        return None, "args_changed"
+    if check.verdict == "refuse" and purpose == "server" and check.reason == "operator_only":
+        # A call the server built itself (the background offer): operator-only for the model,
+        # it still runs only with its person's approval.
+        return GovernanceDecision("propose", "server_call", check.tier, mode=check.mode, args=check.args,
+                                  args_hash=check.args_hash), ""
+    if check.verdict in ("refuse", "clarify"):
+        return None, check.reason
+    return check, ""
 
 
 def make_execute(provider: ServicesProvider) -> Any:
@@ -129,32 +181,38 @@ def make_execute(provider: ServicesProvider) -> Any:
         plan = state.get("plan")
         if plan is None:
             return {}
-        spec = svc.registry.action(plan["tool"], plan["action"])
-        if spec is None:
-            return {"plan": None, "gate": Gate(verdict="refuse", reason="unknown_action", code="permission_denied")}
         ctx = runtime.context
+        thread_id = thread_id_of(config)
         sink = sink_for(state, runtime)
-        update: dict[str, Any] = {}
-        if (state.get("pending") or {}).get("decision") == "edit":
-            # Edited arguments get the same egress and DLP checks as the model's; a finding the
-            # reviewer was never warned about refuses the edit instead of running it.
-            check = govern(plan["tool"], plan["action"], plan["args"], ActionFacts(spec.args, spec.writes),
-                           svc.registry.tier_map(), governance_policy(svc.settings))
-            if check.verdict == "refuse" or (check.dlp and check.mode == "enforce"):
-                reason = "edit_" + check.reason
-                await _audit(svc, ctx, config, state, plan, "refuse", reason, check.code or "egress_denied",
-                             check.audit_detail())
-                sink.emit("error", code=check.code or "egress_denied", reason=reason)
-                return {
-                    "seq": sink.seq,
-                    "plan": None,
-                    "outcome": "refused",
-                    "gate": Gate(verdict="refuse", reason=reason, code=check.code or "egress_denied",
-                                 message="The edited details contain something I won't send (it looks like a secret "
-                                         "or a blocked address), so nothing ran."),
-                }
-        if spec.writes and spec.tier == "allowlist":
-            # The approval-free write re-checks its ids against the list right before writing.
+        spec = svc.registry.action(plan["tool"], plan["action"])
+        check, refused = _authority(svc, spec, ctx, thread_id, state, plan) if spec is not None else (None, "unknown_action")
+        approval = _approval_of(state)
+        if check is not None and check.verdict == "propose" and approval is None:
+            check, refused = None, "no_approval"
+        if check is not None and approval is not None and (state.get("pending") or {}).get("decision") == "edit" and (
+                check.dlp and check.mode == "enforce"):
+            # Edited arguments get the same DLP checks as the model's; a finding the reviewer was
+            # never warned about refuses the edit instead of running it.
+            check, refused = None, "edit_dlp_finding"
+        if check is None or spec is None:
+            code = "egress_denied" if refused in ("edit_dlp_finding", "dlp_finding") else "permission_denied"
+            await _audit(svc, ctx, config, state, plan, "refuse", refused, code)
+            if approval is not None:
+                await approvals.fail(svc.db.pool, approval, code, f"refused at execution ({refused})")
+            sink.emit("error", code=code, reason=refused)
+            return {
+                "seq": sink.seq,
+                "plan": None,
+                "outcome": "refused",
+                "gate": Gate(verdict="refuse", reason=refused, code=code,
+                             message="I couldn't confirm that this was allowed to run, so nothing ran."
+                             if code == "permission_denied" else
+                             "The edited details contain something I won't send (it looks like a secret "
+                             "or a blocked address), so nothing ran."),
+            }
+        needs_approval = check.verdict == "propose"
+        if spec.writes and not needs_approval:
+            # The approval-free write re-checks its ids against the thread's lists right before writing.
             for field, kind in spec.id_fields.items():
                 value = plan["args"].get(field)
                 refs = value if isinstance(value, list) else [value]
@@ -169,27 +227,35 @@ def make_execute(provider: ServicesProvider) -> Any:
                         "gate": Gate(verdict="clarify", reason="recheck_failed", code="off_list_id",
                                      message=f"I can only act on {kind} items from your latest list."),
                     }
-        key = _idem_key(state, plan, thread_id_of(config)) if spec.writes else None
+        key: str | None = None
+        if spec.writes or needs_approval:
+            key = approval if needs_approval else f"{thread_id}:{state.get('turn_id', '')}:{plan['call_id']}"
         sink.emit("tool_start", call_id=plan["call_id"], tool=plan["tool"], action=plan["action"])
         result: ActionResult | None = None
         error: TollgateError | None = None
-        replayed = False
+        replayed = sanitized = False
         try:
-            result, replayed = await _run(svc, spec, ctx, plan, key)
+            result, replayed, sanitized = await _run(svc, spec, ctx, plan, thread_id, key, approval if needs_approval else None)
+        except leases.LeaseLost:
+            raise  # this turn lost its thread: it may not write, not even its failure
         except TollgateError as exc:
             error = exc
+        update: dict[str, Any] = {}
         if error is not None:
             sink.emit("tool_end", call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
                       status="error", code=error.code,
                       **({"reason": error.reason} if isinstance(error, EgressDenied) else {}))
             update |= {"outcome": "failed", "gate": Gate(verdict="refuse", reason="execution_failed",
                                                           code=error.code, message=error.message)}
-            reason = error.reason if isinstance(error, EgressDenied) else "execution_failed"
-            await _audit(svc, ctx, config, state, plan, "failed", reason, error.code)
+            reason = error.reason if isinstance(error, (EgressDenied, PermissionDenied)) else "execution_failed"
+            if needs_approval and approval is not None:
+                await approvals.fail(svc.db.pool, approval, error.code, error.message)
+            await _audit(svc, ctx, config, state, plan, "failed", reason[:200], error.code)
         else:
             assert result is not None
             sink.emit("tool_end", call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
-                      status="ok", summary=result["summary"], replayed=replayed)
+                      status="ok", summary=result["summary"], replayed=replayed,
+                      **({"sanitized": True} if sanitized else {}))
             update["outcome"] = "executed" if spec.writes else "read"
             if result["kind"] == "list" and "list_kind" in result:
                 update["recent"] = {

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from graph.services import ServicesProvider
 from graph.state import Context, Gate, RecentList, TurnState
-from nodes._common import sealed, sink_for
+from nodes._common import finalized, seal, sink_for, thread_id_of
 from policies.approval import args_hash
 from policies.ids import IdBinding, bind_ids
 from tools.registry import ActionSpec
@@ -51,7 +52,7 @@ def bind_plan_ids(
 def make_id_validation(provider: ServicesProvider) -> Any:
     """Build the id validation node."""
 
-    async def id_validation(state: TurnState, runtime: Runtime[Context]) -> dict[str, Any]:
+    async def id_validation(state: TurnState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
         svc = await provider()
         plan = state.get("plan")
         gate = state.get("gate")
@@ -76,6 +77,7 @@ def make_id_validation(provider: ServicesProvider) -> Any:
                 ),
             }
         proposed_at = int(svc.clock().timestamp()) if gate["verdict"] == "propose" else None
-        return {"plan": sealed(plan, args, args_hash(args), proposed_at=proposed_at)}
+        final = finalized(plan, args, args_hash(args), proposed_at=proposed_at)
+        return {"plan": seal(svc, final, runtime.context, thread_id_of(config), state.get("turn_id", ""), purpose="gate")}
 
     return id_validation

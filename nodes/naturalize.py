@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, Sys
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from graph import turn_db
+from graph import leases
 from graph.events import EventSink
 from graph.services import Services, ServicesProvider
 from graph.state import Context, TurnState
@@ -144,7 +144,8 @@ def make_naturalize(provider: ServicesProvider) -> Any:
             "owner": runtime.context.owner_id,
             "usage": json.dumps(usage),
         }
-        await turn_db.with_checkpoint(svc.db.pool, _FINISH_SQL, finish)
+        async with leases.fenced(svc.db.pool) as conn:
+            await conn.execute(_FINISH_SQL, finish)
         sink.emit("message_complete", text=reply, outcome=outcome, honesty_rewrite=checked.rewritten)
         return {"seq": sink.seq, "messages": [AIMessage(content=reply)], "reply": reply, "outcome": outcome}
 

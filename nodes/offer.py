@@ -19,7 +19,7 @@ from graph.background.offer import CONTINUE_ACTION
 from graph.background.store import new_run_id
 from graph.services import ServicesProvider
 from graph.state import Context, Gate, Plan, TurnState
-from nodes._common import thread_id_of
+from nodes._common import seal, thread_id_of
 from policies.approval import args_hash
 from policies.arguments import validate_args
 from tools.registry import function_name
@@ -53,10 +53,10 @@ def make_offer(provider: ServicesProvider) -> Any:
             return {}  # e.g. a request too long to carry: no offer, the turn just answers
         args = verdict.value.model_dump(mode="json")
         call_id = f"offer_{turn_id}"
-        plan = Plan(
+        plan = seal(svc, Plan(
             call_id=call_id, tool=_TOOL, action=CONTINUE_ACTION, args=args, args_hash=args_hash(args),
             proposed_at=int(svc.clock().timestamp()),
-        )
+        ), runtime.context, thread_id, turn_id, purpose="server")
         call = AIMessage(
             content="",
             tool_calls=[{"name": function_name(_TOOL, CONTINUE_ACTION), "args": args, "id": call_id, "type": "tool_call"}],

@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMes
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import Runtime
 
-from graph import turn_db
+from graph import leases
 from graph.events import EventSink
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Gate, Plan, TurnState
@@ -28,16 +28,11 @@ from nodes.menu import Menu, MenuBuilder
 from nodes.picker_prompt import ContextRow, PickerContext, build_messages
 from policies.fencing import new_nonce
 
-__all__ = ["claim_statement", "make_picker", "setup_statement"]
+__all__ = ["make_picker"]
 
-# The user's prior requests (the picker's window), oldest first: a column of both setups.
-_PRIOR_COLUMN = """    (SELECT coalesce(json_agg(content ORDER BY id), '[]'::json) FROM (
-        SELECT id, content FROM transcript
-        WHERE thread_id = %(thread)s AND role = 'user'
-        ORDER BY id DESC LIMIT %(limit)s
-    ) prior) AS prior
-"""
-
+# Claim the thread, supersede whatever waits for approval on it, read the user's prior requests
+# (the picker's window, oldest first). Its row: ``owner_id`` (``None``: another owner's thread),
+# ``superseded``, ``prior``.
 _SETUP_SQL = """
 WITH ins AS (
     INSERT INTO threads (thread_id, owner_id) VALUES (%(thread)s, %(owner)s)
@@ -46,7 +41,7 @@ WITH ins AS (
     RETURNING owner_id
 ), superseded AS (
     -- A new message supersedes whatever was waiting for approval on this thread.
-    UPDATE approvals SET status = 'superseded', decided_at = now()
+    UPDATE approvals SET status = 'superseded', decided_at = now(), finished_at = now()
     WHERE thread_id = %(thread)s AND owner_id = %(owner)s AND status = 'pending'
       AND EXISTS (SELECT 1 FROM ins)
     RETURNING 1
@@ -54,45 +49,12 @@ WITH ins AS (
 SELECT
     (SELECT owner_id FROM ins) AS owner_id,
     (SELECT count(*) FROM superseded) AS superseded,
-""" + _PRIOR_COLUMN
-
-
-# Under the runner's thread lock the claim can wait for the turn's checkpoint write (one commit
-# fewer): no other run of the thread can start before it, so this only reads, and supersedes.
-_LOCKED_SETUP_SQL = """
-WITH existing AS (
-    SELECT owner_id FROM threads WHERE thread_id = %(thread)s
-), superseded AS (
-    -- A new message supersedes whatever was waiting for approval on this thread.
-    UPDATE approvals SET status = 'superseded', decided_at = now()
-    WHERE thread_id = %(thread)s AND owner_id = %(owner)s AND status = 'pending'
-      AND EXISTS (SELECT 1 FROM existing WHERE owner_id = %(owner)s)
-    RETURNING 1
-)
-SELECT
-    CASE WHEN EXISTS (SELECT 1 FROM existing)
-         THEN (SELECT owner_id FROM existing WHERE owner_id = %(owner)s)
-         ELSE %(owner)s END AS owner_id,
-    (SELECT count(*) FROM superseded) AS superseded,
-""" + _PRIOR_COLUMN
-_CLAIM_SQL = """INSERT INTO threads (thread_id, owner_id) VALUES (%s, %s)
-    ON CONFLICT (thread_id) DO UPDATE SET updated_at = now() WHERE threads.owner_id = EXCLUDED.owner_id"""
-
-
-def setup_statement(thread_id: str, owner_id: str, limit: int, *, locked: bool = False) -> tuple[str, dict[str, Any]]:
-    """The statement a new message starts with: claim the thread, supersede its pending approval,
-    read the prior requests. Its row: ``owner_id`` (``None``: another owner's thread), ``superseded``, ``prior``.
-
-    ``locked``: the caller holds the thread's lock and commits :func:`claim_statement` with the
-    turn's checkpoint; the statement then claims nothing itself. The runner runs it in the round
-    trip that takes the lock (see :mod:`graph.turn_db`).
-    """
-    return (_LOCKED_SETUP_SQL if locked else _SETUP_SQL), {"thread": thread_id, "owner": owner_id, "limit": limit}
-
-
-def claim_statement(thread_id: str, owner_id: str) -> tuple[str, tuple[str, str]]:
-    """Claim the thread for ``owner_id`` (or mark it active, if it is theirs already)."""
-    return _CLAIM_SQL, (thread_id, owner_id)
+    (SELECT coalesce(json_agg(content ORDER BY id), '[]'::json) FROM (
+        SELECT id, content FROM transcript
+        WHERE thread_id = %(thread)s AND role = 'user'
+        ORDER BY id DESC LIMIT %(limit)s
+    ) prior) AS prior
+"""
 
 
 def _latest_kind(state: TurnState) -> str | None:
@@ -193,12 +155,10 @@ def make_picker(provider: ServicesProvider) -> Any:
         prior: list[str] = []
         if new_turn:
             thread_id = thread_id_of(config)
-            turn = turn_db.current(svc.db.pool)
-            ran, row = turn.take_setup(thread_id, ctx.owner_id, svc.settings.history_turns) if turn else (False, None)
-            if not ran:
-                async with turn_db.connection(svc.db.pool) as conn:
-                    cur = await conn.execute(*setup_statement(thread_id, ctx.owner_id, svc.settings.history_turns))
-                    row = await cur.fetchone()
+            setup = {"thread": thread_id, "owner": ctx.owner_id, "limit": svc.settings.history_turns}
+            async with leases.fenced(svc.db.pool) as conn:
+                cur = await conn.execute(_SETUP_SQL, setup)
+                row = await cur.fetchone()
             if row is None or row["owner_id"] != ctx.owner_id:
                 # The thread exists and belongs to someone else: act on nothing.
                 sink.emit("planner_decision", decision="refuse", code="permission_denied")

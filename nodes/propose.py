@@ -17,8 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from psycopg import AsyncConnection
 
-from graph import turn_db
-from graph.approvals import list_pending
+from graph import approvals
 from graph.audit import AuditRecord, record_decision
 from graph.perimeter import governance_policy
 from graph.services import Services, ServicesProvider
@@ -84,10 +83,8 @@ async def _render_preview(spec: ActionSpec, args: Any, ctx: Context, svc: Servic
         return await render(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), no_store), args)
     except _StoreNeeded:
         pass
-    async with (
-        turn_db.connection(svc.db.pool, transaction_next=True) as conn,
-        turn_db.transaction(conn, read_only=True),
-    ):
+    async with svc.db.pool.connection() as conn, conn.transaction():
+        await conn.execute("SET TRANSACTION READ ONLY")
         return await render(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args)
 
 
@@ -157,7 +154,7 @@ def make_propose(provider: ServicesProvider) -> Any:
         pending = Pending(
             approval_id=claims.nonce, token=token, expires_at=claims.expires_at.isoformat(), preview=preview
         )
-        await list_pending(svc.db.pool, ctx.owner_id, thread_id, request)  # for the approval API, on every surface
+        await approvals.list_pending(svc.db.pool, ctx.owner_id, thread_id, request)  # for the approval API, on every surface
         return {"seq": sink.seq, "pending": pending, "outcome": "proposed", "approval_request": request}
 
     return propose

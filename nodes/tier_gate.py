@@ -17,7 +17,7 @@ from graph.audit import AuditRecord, record_decision
 from graph.perimeter import governance_policy
 from graph.services import ServicesProvider
 from graph.state import Context, Gate, Plan, TurnState
-from nodes._common import sealed, sink_for, thread_id_of
+from nodes._common import finalized, seal, sink_for, thread_id_of
 from policies.dlp import KIND_LABELS
 from policies.governance import ActionFacts, govern
 
@@ -90,10 +90,11 @@ def make_tier_gate(provider: ServicesProvider) -> Any:
             # execute (DESIGN's "read (allowlist) -> execute"), a write to propose. Anything with
             # ids passes id validation.
             proposing = decision.verdict == "propose"
-            fresh = sealed(plan, decision.args, decision.args_hash,
-                           proposed_at=int(svc.clock().timestamp()) if proposing else None)
+            fresh = seal(svc, finalized(plan, decision.args, decision.args_hash,
+                                        proposed_at=int(svc.clock().timestamp()) if proposing else None),
+                         runtime.context, thread_id_of(config), state.get("turn_id", ""), purpose="gate")
         else:
-            fresh = {k: v for k, v in plan.items() if k != "args_hash"} | {"args": decision.args}  # type: ignore[assignment]
+            fresh = {k: v for k, v in plan.items() if k not in ("args_hash", "seal")} | {"args": decision.args}  # type: ignore[assignment]
         return {"plan": fresh, "gate": Gate(verdict=decision.verdict, reason=decision.reason, tier=decision.tier)}
 
     return tier_gate

@@ -15,7 +15,7 @@ import hmac
 import json
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import rfc8785
 
@@ -31,6 +31,8 @@ __all__ = [
     "derive_nonce",
     "mint_token",
     "read_token",
+    "seal_plan",
+    "verify_seal",
 ]
 
 SCHEMA_VERSION: Final = "v1"
@@ -154,3 +156,39 @@ def check_binding(
         raise ApprovalInvalid("token is for another action")
     if not hmac.compare_digest(claims.args_hash, hash_):
         raise ApprovalInvalid("arguments changed since the approval was requested")
+
+
+SealPurpose = Literal["gate", "server"]
+"""Who sealed a plan: the gate (a model's call that passed every check) or the server itself
+(a call it built from its own facts, such as the offer to continue in the background)."""
+
+
+def seal_plan(
+    key: bytes, *, purpose: SealPurpose, thread_id: str, owner_id: str, turn_id: str, call_id: str, tool: str,
+    action: str, args_hash: str,
+) -> str:
+    """The gate's seal on a call it decided: an HMAC over who, where, which call and which arguments.
+
+    Execute runs only sealed calls, so a plan written into the state by anything but the gate
+    (``Command(update=...)``, ``update_state``, an edited checkpoint) runs nothing.
+    """
+    material = "\x00".join(("tollgate-seal", purpose, thread_id, owner_id, turn_id, call_id, tool, action, args_hash))
+    return f"{purpose}.{hmac.new(key, material.encode(), hashlib.sha256).hexdigest()}"
+
+
+def verify_seal(
+    key: bytes, seal: object, *, thread_id: str, owner_id: str, turn_id: str, call_id: str, tool: str,
+    action: str, args_hash: str,
+) -> SealPurpose | None:
+    """The purpose of a valid seal for exactly this call, or ``None`` (constant-time compare)."""
+    if not isinstance(seal, str):
+        return None
+    purpose = _PURPOSES.get(seal.split(".", 1)[0])
+    if purpose is None:
+        return None
+    expected = seal_plan(key, purpose=purpose, thread_id=thread_id, owner_id=owner_id, turn_id=turn_id,
+                         call_id=call_id, tool=tool, action=action, args_hash=args_hash)
+    return purpose if hmac.compare_digest(seal, expected) else None
+
+
+_PURPOSES: Final[dict[str, SealPurpose]] = {"gate": "gate", "server": "server"}

@@ -26,6 +26,8 @@ from pydantic import (
     ValidationError,
 )
 
+from policies.storable import MAX_DEPTH, depth_of
+
 __all__ = [
     "ArgsModel",
     "ArgsVerdict",
@@ -153,6 +155,8 @@ def validate_args(model: type[BaseModel], raw: object) -> ArgsVerdict:
     """
     if not isinstance(raw, dict):
         return ArgsVerdict(None, ("(arguments): expected a JSON object",))
+    if depth_of(raw) > MAX_DEPTH:
+        return ArgsVerdict(None, (f"(arguments): nested deeper than {MAX_DEPTH} levels",))
     try:
         encoded = json.dumps(raw, allow_nan=False, ensure_ascii=True)
     except (TypeError, ValueError):

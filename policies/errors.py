@@ -19,6 +19,7 @@ __all__ = [
     "PermissionDenied",
     "ApprovalInvalid",
     "ApprovalExpired",
+    "ThreadReadOnly",
     "EgressDenied",
     "Transient",
     "Unavailable",
@@ -31,6 +32,7 @@ ErrorCode = Literal[
     "permission_denied",
     "approval_invalid",
     "approval_expired",
+    "thread_read_only",
     "egress_denied",
     "transient",
     "unavailable",
@@ -114,6 +116,17 @@ class ApprovalExpired(TollgateError):
     def __init__(self, expired_at: str) -> None:
         self.expired_at = expired_at
         super().__init__(f"approval expired at {expired_at}")
+
+
+class ThreadReadOnly(TollgateError):
+    """A chat message was sent to a thread that only the server writes (a background run's, the inbox)."""
+
+    code: ErrorCode = "thread_read_only"
+
+    def __init__(self, thread_id: str, kind: str) -> None:
+        self.thread_id = thread_id
+        self.kind = kind
+        super().__init__(f"thread {thread_id!r} is a {kind} thread: it is read-only for chat")
 
 
 class EgressDenied(TollgateError):

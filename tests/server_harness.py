@@ -48,13 +48,12 @@ class LiveServer:
 def serve(settings: Settings, **app_options: Any) -> Iterator[LiveServer]:
     """Run ``server.create_app(settings, **app_options)`` under uvicorn on a free loopback port."""
     from server import create_app
-    from web.http_protocol import HttpProtocol
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(create_app(settings, **app_options), lifespan="on", log_level="warning", ws="none",
-                            access_log=False, http=HttpProtocol)  # as `tollgate serve` runs it
+                            access_log=False)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn:{port}", daemon=True)
     thread.start()

@@ -10,16 +10,14 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Sequence
-from functools import partial
 from typing import Final
 
 from graph.db import Database
 from graph.state import Context
-from web.coalesce import Coalescer
 
 __all__ = [
-    "TOKEN_PREFIX", "ensure_demo_token", "hash_token", "issue_token", "owners_for_tokens", "revoke_token",
-    "token_owners", "well_formed",
+    "TOKEN_PREFIX", "ensure_demo_token", "hash_token", "issue_token", "owner_of_token", "owners_for_tokens",
+    "revoke_token", "well_formed",
 ]
 
 TOKEN_PREFIX: Final = "tg_"
@@ -78,10 +76,13 @@ async def owners_for_tokens(db: Database, tokens: Sequence[str]) -> list[str | N
     return [owners.get(h) if h else None for h in hashes]
 
 
-def token_owners(db: Database) -> Coalescer[str, str | None]:
-    """``await lookup(token)``: the token's owner or ``None``; concurrent lookups share one query.
-
-    Every lookup reads the table after it was asked (a batch starts after its last item came),
-    so a revocation committed before a request is seen by it, as with a query of its own.
-    """
-    return Coalescer(partial(owners_for_tokens, db), name="token-owners")
+async def owner_of_token(db: Database, token: str) -> str | None:
+    """The owner a live token maps to; ``None`` if it is unknown, revoked or malformed."""
+    if not well_formed(token):
+        return None
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT owner_id FROM api_tokens WHERE token_hash = %s AND revoked_at IS NULL", (hash_token(token),)
+        )
+        row = await cur.fetchone()
+    return str(row["owner_id"]) if row else None

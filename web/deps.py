@@ -15,8 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from graph.app import App
 from graph.settings import Settings
 from graph.state import Context
-from web.auth import well_formed
-from web.coalesce import Coalescer
+from web.auth import owner_of_token
 from web.errors import RateLimited, Unauthenticated
 from web.hub import TurnHub
 from web.ratelimit import RateLimiter
@@ -45,8 +44,6 @@ class ServerState:
     """Detached runs and the event log."""
     limiter: RateLimiter
     """The per-principal request budget."""
-    token_owners: Coalescer[str, str | None]
-    """Bearer token to owner (``None``: unknown or revoked), concurrent lookups in one query."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +112,7 @@ async def current_principal(
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise Unauthenticated()
     token = credentials.credentials
-    owner = await state.token_owners(token) if well_formed(token) else None
+    owner = await owner_of_token(state.app.services.db, token)
     if owner is None:
         raise Unauthenticated()
     retry_after = state.limiter.take(owner)

@@ -33,6 +33,7 @@ STATUS_BY_CODE: Final[dict[ErrorCode, int]] = {
     "permission_denied": 404,
     "approval_invalid": 409,
     "approval_expired": 409,
+    "thread_read_only": 409,
     "transient": 503,
     "unavailable": 503,
 }

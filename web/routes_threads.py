@@ -21,8 +21,15 @@ async def list_threads(
     principal: PrincipalDep,
     query: Annotated[ThreadsQuery, Query()],
 ) -> ThreadsOut:
-    """The caller's threads (from HTTP, the CLI or Studio), most recently active first."""
-    return ThreadsOut(threads=await store.list_threads(principal.app.services.db, principal.owner_id, query.limit))
+    """The caller's threads of one ``kind``, most recently active first.
+
+    ``chat`` (the default): conversations from HTTP, the CLI or Studio. ``run``: the threads of
+    background runs, and ``inbox``: the owner's notices; both are written by the server only
+    (a chat message there answers 409 ``thread_read_only``). ``all``: every kind.
+    """
+    kind = None if query.kind == "all" else query.kind
+    threads = await store.list_threads(principal.app.services.db, principal.owner_id, query.limit, kind)
+    return ThreadsOut(threads=threads)
 
 
 @router.get("/{thread_id}", summary="Read a thread", responses=documented(401, 404, 422, 429, 503))
@@ -49,4 +56,5 @@ async def read_thread(
         pending_approval=pending,
         latest_turn_id=latest["turn_id"] if latest else None,
         latest_seq=latest["seq"] if latest else None,
+        latest_event_id=latest["id"] if latest else None,
     )

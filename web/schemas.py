@@ -11,6 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from graph.events import EventType
 from policies.errors import ErrorCode
+from policies.storable import MAX_DEPTH, depth_of
 
 if TYPE_CHECKING:
     from graph.runner import PendingApproval
@@ -92,12 +93,18 @@ class ApproveBody(_Wire):
     """The decision."""
 
 
+def _bounded(args: dict[str, Any]) -> dict[str, Any]:
+    if depth_of(args) > MAX_DEPTH:
+        raise ValueError(f"arguments must not nest deeper than {MAX_DEPTH} levels")
+    return args
+
+
 class EditBody(_Wire):
     """Run the same action with new arguments, checked like the model's were."""
 
     type: Literal["edit"]
     """The decision."""
-    args: dict[str, Any]
+    args: Annotated[dict[str, Any], AfterValidator(_bounded)]
     """The new arguments (positions such as ``"#3"`` resolve against the thread's latest list)."""
 
 
@@ -128,6 +135,8 @@ class ThreadsQuery(_Wire):
 
     limit: int = Field(default=50, ge=1, le=200)
     """At most this many threads."""
+    kind: Literal["chat", "run", "inbox", "all"] = "chat"
+    """Which threads: chat threads (the default), background runs' threads, the inbox, or all."""
 
 
 class ThreadQuery(_Wire):
@@ -140,8 +149,8 @@ class ThreadQuery(_Wire):
 class EventsQuery(_Wire):
     """Query of ``GET /v1/threads/{id}/events`` (unknown parameters are refused)."""
 
-    turn_id: str = Field(default="", pattern=r"^[A-Za-z0-9_-]{0,64}$")
-    """The turn to replay; empty means the thread's latest."""
+    turn_id: str = Field(default="", pattern=r"^[A-Za-z0-9_:-]{0,200}$")
+    """Only this turn's events; empty: the thread's (from ``Last-Event-ID``, or its latest turn without one)."""
 
 
 class ErrorBody(BaseModel):
@@ -160,8 +169,10 @@ class EventOut(BaseModel):
 
     type: EventType
     """The event kind (also the SSE ``event`` field)."""
+    id: int
+    """The event's id in the event log: global and increasing (the SSE ``id``, what ``Last-Event-ID`` names)."""
     seq: int
-    """Strictly increasing within a turn, across its interrupt and resume (also the SSE ``id``)."""
+    """Strictly increasing within a turn, across its interrupt and resume."""
     turn_id: str
     """The turn it belongs to."""
     ts: str
@@ -177,7 +188,7 @@ SSE_MESSAGE_SCHEMA: dict[str, Any] = {
     "description": "One Server-Sent Events message (`text/event-stream`).",
     "required": ["data"],
     "properties": {
-        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "The event's `seq`."},
+        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "The event's `id` in the event log."},
         "event": {"type": "string", "enum": sorted(get_args(EventType)), "description": "The event's `type`."},
         "data": {
             "type": "string",
@@ -264,6 +275,8 @@ class ThreadSummary(BaseModel):
     """The start of its first user message (empty before the first turn completes)."""
     status: ThreadStatus
     """Where the thread stands."""
+    kind: Literal["chat", "run", "inbox"]
+    """``chat``: a conversation (chat may write it); ``run`` and ``inbox``: written by the server only."""
     created_at: datetime
     """When it was created."""
     updated_at: datetime
@@ -295,7 +308,9 @@ class ThreadDetail(BaseModel):
     latest_turn_id: str | None
     """The latest turn streamed over HTTP (for ``GET /v1/threads/{id}/events``)."""
     latest_seq: int | None
-    """The last recorded event of that turn."""
+    """The ``seq`` of the thread's last recorded event (in its turn)."""
+    latest_event_id: int | None
+    """The log id of the thread's last recorded event (a ``Last-Event-ID`` to follow from)."""
 
 
 class HealthOut(BaseModel):

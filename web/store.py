@@ -18,19 +18,20 @@ import orjson
 
 from graph.db import Database
 from graph.events import TurnEvent
+from graph.threads import ThreadKind, thread_kind
 from policies.errors import NotFound
 from web.schemas import MessageOut, ThreadStatus, ThreadSummary
 
 __all__ = [
     "TERMINAL",
     "ApprovalRef",
-    "EventsOf",
     "OwnedThreads",
     "ThreadRow",
     "create_thread",
     "ends_run",
     "event_json",
     "events_after",
+    "first_event_id",
     "latest_event",
     "list_threads",
     "record_events",
@@ -153,8 +154,8 @@ def thread_status(*, pending: bool, latest: TurnEvent | None) -> ThreadStatus:
     return "awaiting_approval" if pending else "idle"
 
 
-async def list_threads(db: Database, owner_id: str, limit: int) -> list[ThreadSummary]:
-    """The caller's threads, most recently active first."""
+async def list_threads(db: Database, owner_id: str, limit: int, kind: ThreadKind | None = "chat") -> list[ThreadSummary]:
+    """The caller's threads of one kind (all kinds with ``None``), most recently active first."""
     async with db.pool.connection() as conn:
         cur = await conn.execute(
             """SELECT t.thread_id, t.created_at, t.updated_at,
@@ -163,15 +164,19 @@ async def list_threads(db: Database, owner_id: str, limit: int) -> list[ThreadSu
                       EXISTS (SELECT 1 FROM approvals
                               WHERE thread_id = t.thread_id AND status = 'pending') AS pending,
                       (SELECT event FROM turn_events WHERE thread_id = t.thread_id ORDER BY id DESC LIMIT 1) AS latest
-               FROM threads t WHERE t.owner_id = %s
-               ORDER BY t.updated_at DESC, t.thread_id LIMIT %s""",
-            (owner_id, limit),
+               FROM threads t WHERE t.owner_id = %(owner)s
+                 AND (%(kind)s::text IS NULL
+                      OR (%(kind)s = 'run' AND t.thread_id LIKE 'bg:%%')
+                      OR (%(kind)s = 'inbox' AND t.thread_id LIKE 'inbox:%%')
+                      OR (%(kind)s = 'chat' AND t.thread_id NOT LIKE 'bg:%%' AND t.thread_id NOT LIKE 'inbox:%%'))
+               ORDER BY t.updated_at DESC, t.thread_id LIMIT %(limit)s""",
+            {"owner": owner_id, "kind": kind, "limit": limit},
         )
         rows = await cur.fetchall()
     return [
         ThreadSummary(
             thread_id=r["thread_id"], title=r["title"], created_at=r["created_at"], updated_at=r["updated_at"],
-            status=thread_status(pending=bool(r["pending"]), latest=r["latest"]),
+            status=thread_status(pending=bool(r["pending"]), latest=r["latest"]), kind=thread_kind(r["thread_id"]),
         )
         for r in rows
     ]
@@ -194,73 +199,67 @@ async def transcript(db: Database, thread_id: str, limit: int) -> list[MessageOu
 
 
 _RECORD_SQL: Final = """INSERT INTO turn_events (thread_id, turn_id, seq, owner_id, type, event)
-    SELECT coalesce(e ->> 'thread_id', ''), e ->> 'turn_id', (e ->> 'seq')::integer, o, e ->> 'type', e
-    FROM ROWS FROM (jsonb_array_elements(%s::jsonb), unnest(%s::text[])) WITH ORDINALITY AS batch (e, o, n)
+    SELECT coalesce(e ->> 'thread_id', ''), e ->> 'turn_id', (e ->> 'seq')::integer, %s, e ->> 'type', e
+    FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS batch (e, n)
     ORDER BY n
     ON CONFLICT (thread_id, turn_id, seq) DO UPDATE
-    SET type = EXCLUDED.type, event = EXCLUDED.event, created_at = now()"""
-
-
-@dataclass(frozen=True, slots=True)
-class EventsOf:
-    """Events of one run, in order, to append to the log for their owner."""
-
-    owner_id: str
-    """Whose run it is."""
-    events: Sequence[TurnEvent]
-    """The events."""
+    SET type = EXCLUDED.type, event = EXCLUDED.event, created_at = now(), id = nextval('turn_events_id_seq')
+    RETURNING id"""
 
 
 def event_json(event: TurnEvent) -> str:
-    """``event`` as the log stores it and streams send it: compact JSON, anything else as its ``str``.
-
-    orjson rather than the standard library: a turn's events are encoded for the log and again
-    for its stream, and orjson takes a tenth of the time. What it cannot encode (an integer
-    beyond 64 bits) falls back to the standard library, which can.
-    """
+    """``event`` as the log stores it and streams send it: compact JSON, anything else as its ``str``."""
     try:
         return orjson.dumps(event, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
     except orjson.JSONEncodeError:
         return json.dumps(event, default=str, separators=(",", ":"))
 
 
-async def record_events(db: Database, runs: Sequence[EventsOf]) -> list[list[TurnEvent]]:
-    """Append the events of ``runs`` to the log in one statement; return each run's events as stored.
+async def record_events(db: Database, owner_id: str, events: Sequence[TurnEvent]) -> list[TurnEvent]:
+    """Append one run's ``events`` to the log, in order; return them as stored, each with its log ``id``.
 
-    A re-run of a stored seq replaces the stale event (a run retried after a crash). Events of
-    one run keep their order, and so do runs (their ids in the log grow in this order). The
-    same event key twice in one call fails the whole statement (PostgreSQL's cardinality
-    violation); the hub's coalescer then writes each run alone, in order.
+    Ids are global and grow in the order events are appended. A re-run of a stored seq (a run
+    retried after a crash) replaces the stale event and takes a new id.
     """
-    payloads = [[event_json(event) for event in run.events] for run in runs]
-    owners = [run.owner_id for run in runs for _ in run.events]
+    payloads = [event_json(event) for event in events]
     async with db.pool.connection() as conn:
-        await conn.execute(_RECORD_SQL, ("[" + ",".join(p for run in payloads for p in run) + "]", owners))
-    return [[orjson.loads(payload) for payload in run] for run in payloads]
+        cur = await conn.execute(_RECORD_SQL, (owner_id, "[" + ",".join(payloads) + "]"))
+        ids = [int(row["id"]) for row in await cur.fetchall()]
+    if len(ids) != len(payloads):
+        raise RuntimeError(f"the event log stored {len(ids)} of {len(payloads)} events")
+    return [orjson.loads(payload) | {"id": event_id} for payload, event_id in zip(payloads, sorted(ids), strict=True)]
 
 
-async def events_after(db: Database, thread_id: str, turn_id: str, after_seq: int) -> list[TurnEvent]:
-    """The recorded events of a turn with ``seq > after_seq``, in order."""
+async def events_after(db: Database, thread_id: str, after_id: int, turn_id: str | None = None) -> list[TurnEvent]:
+    """The thread's recorded events with a log id above ``after_id`` (of one turn, with ``turn_id``), in order."""
     async with db.pool.connection() as conn:
         cur = await conn.execute(
-            "SELECT event FROM turn_events WHERE thread_id = %s AND turn_id = %s AND seq > %s ORDER BY seq",
-            (thread_id, turn_id, after_seq),
+            """SELECT id, event FROM turn_events WHERE thread_id = %s AND id > %s
+               AND (%s::text IS NULL OR turn_id = %s) ORDER BY id""",
+            (thread_id, after_id, turn_id, turn_id),
         )
         rows = await cur.fetchall()
-    return [row["event"] for row in rows]
+    return [row["event"] | {"id": int(row["id"])} for row in rows]
 
 
 async def latest_event(db: Database, thread_id: str, turn_id: str | None = None) -> TurnEvent | None:
-    """The last recorded event of a turn (or of the thread's latest turn)."""
+    """The last recorded event of the thread (of one turn, with ``turn_id``), with its log id."""
     async with db.pool.connection() as conn:
-        if turn_id is None:
-            cur = await conn.execute(
-                "SELECT event FROM turn_events WHERE thread_id = %s ORDER BY id DESC LIMIT 1", (thread_id,)
-            )
-        else:
-            cur = await conn.execute(
-                "SELECT event FROM turn_events WHERE thread_id = %s AND turn_id = %s ORDER BY seq DESC LIMIT 1",
-                (thread_id, turn_id),
-            )
+        cur = await conn.execute(
+            """SELECT id, event FROM turn_events WHERE thread_id = %s AND (%s::text IS NULL OR turn_id = %s)
+               ORDER BY id DESC LIMIT 1""",
+            (thread_id, turn_id, turn_id),
+        )
         row = await cur.fetchone()
-    return row["event"] if row else None
+    return row["event"] | {"id": int(row["id"])} if row else None
+
+
+async def first_event_id(db: Database, thread_id: str, turn_id: str) -> int:
+    """The log id just before the first recorded event of a turn (0 if it has none)."""
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT coalesce(min(id), 1) - 1 AS before FROM turn_events WHERE thread_id = %s AND turn_id = %s",
+            (thread_id, turn_id),
+        )
+        row = await cur.fetchone()
+    return int(row["before"]) if row else 0

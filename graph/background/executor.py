@@ -21,17 +21,37 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from graph.app import App
+from graph.approvals import supersede
 from graph.background.delivery import deliver
 from graph.background.queue import MAX_ATTEMPTS
 from graph.background.store import BackgroundRun, add_event, load_run, transition
 from graph.events import TurnEvent
 from graph.state import Context
-from policies.errors import ApprovalInvalid, TollgateError
+from graph.leases import LeaseLost
+from policies.errors import ApprovalInvalid, ErrorCode, TollgateError
 
-__all__ = ["Runtime", "WorkerHooks", "fail_run", "resume_run", "start_run"]
+__all__ = ["RunLost", "Runtime", "WorkerHooks", "fail_run", "resume_run", "start_run"]
 
 _STEP_BOUNDARIES: Final = frozenset({"planner_decision", "tool_end"})
-_DECIDED_STATUS: Final = {"approve": "approved", "edit": "edited", "reject": "rejected"}
+
+
+class RunLost(TollgateError):
+    """This worker's attempt is no longer the run's current one (it stalled and another took over)."""
+
+    code: ErrorCode = "unavailable"
+
+    def __init__(self, run_id: str, attempt: int) -> None:
+        self.run_id = run_id
+        self.attempt = attempt
+        super().__init__(f"attempt {attempt} of run {run_id!r} was taken over; it stops here")
+
+
+async def _current(rt: Runtime, run_id: str, attempt: int) -> bool:
+    """Whether ``attempt`` is still the run's current attempt."""
+    async with rt.app.services.db.pool.connection() as conn:
+        cur = await conn.execute("SELECT attempts FROM background_runs WHERE run_id = %s", (run_id,))
+        row = await cur.fetchone()
+    return row is not None and int(row["attempts"]) == attempt
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +115,12 @@ async def _drive(
                 if inspect.isawaitable(seen):
                     await seen
             async with rt.app.services.db.pool.connection() as conn:
-                await add_event(
+                recorded = await add_event(
                     conn, run.run_id, "turn", attempt=attempt, turn_id=event["turn_id"], seq=event["seq"],
                     data={"type": event["type"], "data": event["data"]},
                 )
+            if not recorded and not await _current(rt, run.run_id, attempt):
+                raise RunLost(run.run_id, attempt)
             if event["type"] == "message_complete":
                 out.reply = str(event["data"].get("text", ""))
                 out.outcome = str(event["data"].get("outcome", ""))
@@ -117,43 +139,42 @@ async def _drive(
     return out
 
 
-async def _clear_approvals(conn: Any, run: BackgroundRun, status: str = "superseded") -> None:
+async def _clear_approvals(conn: Any, run: BackgroundRun) -> None:
     """Close any approval of the run's thread still pending (a stale ask after a crash or cancel)."""
-    await conn.execute(
-        """UPDATE approvals SET status = %s, decided_at = now()
-           WHERE thread_id = %s AND owner_id = %s AND status = 'pending'""",
-        (status, run.thread_id, run.owner_id),
-    )
+    await supersede(conn, run.thread_id, run.owner_id)
 
 
 async def _finish(rt: Runtime, run: BackgroundRun, result: _Drive, attempt: int, decided: str | None = None) -> None:
     """Record what the turn ended with; deliver a finished run's result once."""
     async with rt.app.services.db.pool.connection() as conn, conn.transaction():
         if result.cancelled:
-            done = await transition(conn, run.run_id, from_=("running",), to="cancelled")
+            done = await transition(conn, run.run_id, from_=("running",), to="cancelled", attempt=attempt)
             if done is not None:
                 await _clear_approvals(conn, run)
                 await add_event(conn, run.run_id, "cancelled", attempt=attempt, data={"at": "step boundary"})
             return
         if result.paused:
-            done = await transition(conn, run.run_id, from_=("running",), to="paused", pause_requested=False)
+            done = await transition(conn, run.run_id, from_=("running",), to="paused", attempt=attempt,
+                                    pause_requested=False)
             if done is not None:
                 await add_event(conn, run.run_id, "paused", attempt=attempt, data={"at": "step boundary"})
             return
         if result.approval_id is not None:
             waiting = await transition(
-                conn, run.run_id, from_=("running",), to="awaiting_approval", approval_id=result.approval_id
+                conn, run.run_id, from_=("running",), to="awaiting_approval", attempt=attempt,
+                approval_id=result.approval_id,
             )
             if waiting is not None:
                 await add_event(conn, run.run_id, "awaiting_approval", attempt=attempt,
                                 data={"approval_id": result.approval_id})
             return
         done = await transition(
-            conn, run.run_id, from_=("running",), to="succeeded", reply=result.reply or "", outcome=result.outcome
+            conn, run.run_id, from_=("running",), to="succeeded", attempt=attempt, reply=result.reply or "",
+            outcome=result.outcome,
         )
         if done is None:
             return
-        await _clear_approvals(conn, run, _DECIDED_STATUS.get(decided or "", "superseded"))
+        await _clear_approvals(conn, run)
         await add_event(conn, run.run_id, "succeeded", attempt=attempt, data={"outcome": result.outcome})
         text = f"Background run “{run.title}” finished.\n\n{result.reply or ''}".rstrip()
         if await deliver(conn, owner_id=run.owner_id, thread_id=run.origin_thread_id, key=f"bg:{run.run_id}",
@@ -162,10 +183,15 @@ async def _finish(rt: Runtime, run: BackgroundRun, result: _Drive, attempt: int,
 
 
 async def fail_run(rt: Runtime, run_id: str, *, code: str, message: str, attempt: int = 0) -> bool:
-    """Fail a run that is not final yet, clear its pending approval, tell the origin thread once."""
+    """Fail a run that is not final yet, clear its pending approval, tell the origin thread once.
+
+    ``attempt`` > 0: only while that is the run's current attempt (a worker that lost its run
+    cannot fail it); 0: whatever the attempt (the scheduler, the owner, expiry).
+    """
     async with rt.app.services.db.pool.connection() as conn, conn.transaction():
         run = await transition(
-            conn, run_id, from_=("queued", "running", "awaiting_approval"), to="failed", error_code=code, error=message
+            conn, run_id, from_=("queued", "running", "awaiting_approval"), to="failed",
+            attempt=attempt or None, error_code=code, error=message,
         )
         if run is None:
             return False
@@ -216,9 +242,15 @@ def _gave_up() -> str:
 
 
 async def _guarded(rt: Runtime, run: BackgroundRun, job_attempt: int, body: Callable[[], Any]) -> None:
-    """Run ``body``; a typed refusal fails the run, anything else is retried until attempts run out."""
+    """Run ``body``; a typed refusal fails the run, anything else is retried until attempts run out.
+
+    A worker that lost its run (its attempt is no longer the run's, or its thread's lease was
+    taken by its successor) stops there: the successor owns the run.
+    """
     try:
         await body()
+    except (RunLost, LeaseLost):
+        return
     except TollgateError as exc:
         await fail_run(rt, run.run_id, code=exc.code, message=exc.message, attempt=run.attempts)
     except Exception as exc:

@@ -32,6 +32,7 @@ __all__ = [
     "RUN_TASKS",
     "TICK_TASKS",
     "EVALUATE_TRIGGERS",
+    "EXPIRE_APPROVALS",
     "FIRE_REMINDERS",
     "defer_run_job",
     "ensure_queue_schema",
@@ -48,9 +49,11 @@ EVALUATE_TRIGGERS: Final = "tollgate.evaluate_triggers"
 """Periodic job: fire trigger rules."""
 FIRE_REMINDERS: Final = "tollgate.fire_reminders"
 """Periodic job: deliver due reminders."""
+EXPIRE_APPROVALS: Final = "tollgate.expire_approvals"
+"""Periodic job: close approvals past their expiry; reconcile threads whose turn died."""
 RUN_TASKS: Final = frozenset({RUN_START, RUN_DECIDE})
 """The jobs that drive a run."""
-TICK_TASKS: Final = (RECOVER_STALLED, EVALUATE_TRIGGERS, FIRE_REMINDERS)
+TICK_TASKS: Final = (RECOVER_STALLED, EVALUATE_TRIGGERS, FIRE_REMINDERS, EXPIRE_APPROVALS)
 """The periodic jobs."""
 MAX_ATTEMPTS: Final = 3
 """A run's job is tried this many times (crashes included) before the run fails."""

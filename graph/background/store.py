@@ -205,9 +205,14 @@ async def transition(
     *,
     from_: tuple[RunStatus, ...],
     to: RunStatus,
+    attempt: int | None = None,
     **fields: Any,
 ) -> BackgroundRun | None:
-    """Move the run from one of ``from_`` to ``to`` setting ``fields``; ``None`` if it was not in ``from_``."""
+    """Move the run from one of ``from_`` to ``to`` setting ``fields``; ``None`` if it was not in ``from_``.
+
+    ``attempt``: only while that is still the run's current attempt (a worker that lost its run,
+    stalled and then back, moves nothing).
+    """
     allowed = {"approval_id", "cancel_requested", "pause_requested", "reply", "outcome", "error_code", "error"}
     unknown = set(fields) - allowed - {"attempts_plus"}
     if unknown:
@@ -223,8 +228,8 @@ async def transition(
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
             f"UPDATE background_runs SET {', '.join(sets)} WHERE run_id = %(run)s AND status = ANY(%(from)s)"
-            f" RETURNING {_COLUMNS}",
-            {"to": to, "run": run_id, "from": list(from_), **fields},
+            f" AND (%(attempt)s::integer IS NULL OR attempts = %(attempt)s) RETURNING {_COLUMNS}",
+            {"to": to, "run": run_id, "from": list(from_), "attempt": attempt, **fields},
         )
         row = await cur.fetchone()
     return _run(row) if row else None
@@ -239,13 +244,22 @@ async def add_event(
     data: dict[str, Any] | None = None,
     turn_id: str | None = None,
     seq: int | None = None,
-) -> None:
-    """Append to the run's ledger; a turn event already recorded (same turn and seq) is skipped."""
-    await conn.execute(
+) -> bool:
+    """Append to the run's ledger; a turn event already recorded (same turn and seq) is skipped.
+
+    An entry of a worker's attempt (``attempt`` > 0) is written only while that is the run's
+    current attempt; ``False`` says it was not (the worker lost its run) or was a duplicate.
+    """
+    cur = await conn.execute(
         """INSERT INTO background_run_events (run_id, kind, attempt, turn_id, seq, data)
-           VALUES (%s, %s, %s, %s, %s, %s::jsonb) ON CONFLICT DO NOTHING""",
-        (run_id, kind, attempt, turn_id, seq, json.dumps(data or {}, default=str)),
+           SELECT %(run)s, %(kind)s, %(attempt)s, %(turn)s, %(seq)s, %(data)s::jsonb
+           WHERE %(attempt)s = 0
+              OR EXISTS (SELECT 1 FROM background_runs WHERE run_id = %(run)s AND attempts = %(attempt)s)
+           ON CONFLICT DO NOTHING""",
+        {"run": run_id, "kind": kind, "attempt": attempt, "turn": turn_id, "seq": seq,
+         "data": json.dumps(data or {}, default=str)},
     )
+    return cur.rowcount == 1
 
 
 async def run_events(conn: AsyncConnection[Any], run_id: str) -> list[dict[str, Any]]:

@@ -7,7 +7,8 @@ are deferred once per tick across all workers (procrastinate's periodic deferrer
 lock keeps at most one of each waiting. They take no run lock: a dead worker's stalled tick must
 never block the recovery that frees it, and overlapping scans are safe by construction.
 
-Stalled-job recovery is procrastinate's recipe: a job whose worker stopped heart-beating is
+The expiry tick closes approvals past their expiry and reconciles threads whose turn died
+holding them (:mod:`graph.background.expiry`). Stalled-job recovery is procrastinate's recipe: a job whose worker stopped heart-beating is
 retried; one that has used its attempts instead fails its run with an honest error.
 """
 
@@ -22,8 +23,10 @@ from procrastinate.job_context import JobContext
 from procrastinate.jobs import Status
 
 from graph.background.executor import Runtime, fail_run, resume_run, start_run
+from graph.background.expiry import expire_approvals, recover_threads
 from graph.background.queue import (
     EVALUATE_TRIGGERS,
+    EXPIRE_APPROVALS,
     FIRE_REMINDERS,
     MAX_ATTEMPTS,
     RECOVER_STALLED,
@@ -92,6 +95,13 @@ def build_queue_app(rt: Runtime, *, conninfo: str, tick_seconds: int, pool_size:
     @queue.task(name=EVALUATE_TRIGGERS, pass_context=True, queueing_lock=EVALUATE_TRIGGERS)
     async def triggers(context: JobContext, timestamp: int) -> None:
         await evaluate_triggers(_runtime(context).app)
+
+    @queue.periodic(cron=cron, periodic_id="tick")
+    @queue.task(name=EXPIRE_APPROVALS, pass_context=True, queueing_lock=EXPIRE_APPROVALS)
+    async def expiry(context: JobContext, timestamp: int) -> None:
+        rt = _runtime(context)
+        await expire_approvals(rt)
+        await recover_threads(rt)
 
     @queue.periodic(cron=cron, periodic_id="tick")
     @queue.task(name=FIRE_REMINDERS, pass_context=True, queueing_lock=FIRE_REMINDERS)

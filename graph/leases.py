@@ -1,0 +1,227 @@
+"""Thread leases: one turn per thread at a time, across processes, never outliving its turn.
+
+A turn holds its thread through a row of ``thread_leases`` (migration 0009), not a session lock
+pinned to a pooled connection: taking it is one statement, and no connection is held while the
+turn waits on a model. The lease has a time limit that the holder renews while it runs; a
+holder that is cancelled releases it at once, and one that dies (SIGKILL, a lost machine) stops
+renewing, so the thread is free again after at most ``ttl`` seconds.
+
+Each take increments the row's ``fence``. Every write a turn makes checks, in its own
+transaction, that the fence is still the one it took (:func:`fenced`, :func:`check`), holding
+the row ``FOR SHARE`` so that no one can take the thread between the check and the commit. A
+holder that lost its lease (stalled past ``ttl``, then came back) is refused with
+:class:`LeaseLost` and writes nothing: its successor's work is never clobbered.
+
+The lease of the turn running in the current context is a context variable, so the nodes and
+the checkpointer find it without it being passed through LangGraph.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+import weakref
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Final
+
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+from policies.errors import ErrorCode, TollgateError, Unavailable
+
+__all__ = ["Lease", "LeaseLost", "Leases", "bound", "check", "current", "fenced"]
+
+_log = logging.getLogger(__name__)
+
+_ACQUIRE_SQL: Final = """
+WITH prev AS (SELECT holder FROM thread_leases WHERE thread_id = %(thread)s FOR UPDATE)
+INSERT INTO thread_leases AS l (thread_id, holder, fence, expires_at)
+VALUES (%(thread)s, %(holder)s, 1, clock_timestamp() + make_interval(secs => %(ttl)s))
+ON CONFLICT (thread_id) DO UPDATE
+    SET holder = EXCLUDED.holder, fence = l.fence + 1, expires_at = EXCLUDED.expires_at
+    WHERE l.holder IS NULL OR l.expires_at < clock_timestamp()
+RETURNING l.fence, (SELECT holder FROM prev) IS NOT NULL AS stale
+"""
+_RENEW_SQL: Final = """UPDATE thread_leases SET expires_at = clock_timestamp() + make_interval(secs => %s)
+                       WHERE thread_id = %s AND fence = %s AND holder = %s RETURNING 1"""
+_RELEASE_SQL: Final = """UPDATE thread_leases SET holder = NULL, expires_at = clock_timestamp()
+                         WHERE thread_id = %s AND fence = %s AND holder = %s"""
+_CHECK_SQL: Final = """SELECT 1 FROM thread_leases WHERE thread_id = %s AND fence = %s AND holder = %s FOR SHARE"""
+_FIRST_RETRY: Final = 0.02
+_MAX_RETRY: Final = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A thread taken by one turn."""
+
+    thread_id: str
+    """The thread."""
+    holder: str
+    """Who took it (process and a per-take nonce); a free lease has none."""
+    fence: int
+    """The fencing token: grows each time the thread is taken."""
+    stale: bool
+    """The previous holder's lease had run out (it died or stalled): its work may be half done."""
+
+
+class LeaseLost(TollgateError):
+    """The turn no longer holds its thread (taken by another after its lease ran out); it may not write."""
+
+    code: ErrorCode = "unavailable"
+
+    def __init__(self, thread_id: str, fence: int) -> None:
+        self.thread_id = thread_id
+        self.fence = fence
+        super().__init__(f"lease {fence} on thread {thread_id!r} was lost; nothing was written")
+
+
+_current: ContextVar[Lease | None] = ContextVar("tollgate_lease", default=None)
+
+
+def current() -> Lease | None:
+    """The lease of the turn running in this context, if any (none in Studio's own runs)."""
+    return _current.get()
+
+
+@contextmanager
+def bound(lease: Lease) -> Iterator[Lease]:
+    """Make ``lease`` the current one for the block and the tasks it starts."""
+    token = _current.set(lease)
+    try:
+        yield lease
+    finally:
+        try:
+            _current.reset(token)
+        except ValueError:  # closed from another context (an abandoned generator finalized later)
+            _current.set(None)
+
+
+async def check(conn: AsyncConnection[Any], lease: Lease) -> None:
+    """In ``conn``'s transaction: refuse (:class:`LeaseLost`) unless ``lease`` still holds its thread.
+
+    The row stays locked ``FOR SHARE`` until the transaction ends, so the thread cannot be taken
+    from this holder between the check and the commit.
+    """
+    cur = await conn.execute(_CHECK_SQL, (lease.thread_id, lease.fence, lease.holder))
+    if await cur.fetchone() is None:
+        raise LeaseLost(lease.thread_id, lease.fence)
+
+
+@asynccontextmanager
+async def fenced(pool: AsyncConnectionPool[Any]) -> AsyncIterator[AsyncConnection[Any]]:
+    """A pooled connection in a transaction that has checked the current lease (when there is one)."""
+    async with pool.connection() as conn, conn.transaction():
+        lease = current()
+        if lease is not None:
+            await check(conn, lease)
+        yield conn
+
+
+def _holder() -> str:
+    return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+class Leases:
+    """Takes, renews and releases thread leases on one pool.
+
+    Within a process, turns waiting for the same thread queue on an :class:`asyncio.Lock`
+    (holding nothing); only the one at the front polls the database for a lease held elsewhere.
+    """
+
+    def __init__(self, pool: AsyncConnectionPool[Any], *, ttl_seconds: float, wait_seconds: float) -> None:
+        if ttl_seconds <= 0 or wait_seconds < 0:
+            raise ValueError("a lease needs a positive time to live and a non-negative wait")
+        self.pool = pool
+        self.ttl = ttl_seconds
+        self.wait = wait_seconds
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    async def try_acquire(self, thread_id: str) -> Lease | None:
+        """Take the thread if it is free or its holder's lease ran out; ``None`` if it is held."""
+        holder = _holder()
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(_ACQUIRE_SQL, {"thread": thread_id, "holder": holder, "ttl": self.ttl})
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        return Lease(thread_id=thread_id, holder=holder, fence=int(row["fence"]), stale=bool(row["stale"]))
+
+    async def acquire(self, thread_id: str) -> Lease:
+        """Take the thread, waiting up to ``wait_seconds`` for its holder; else :class:`Unavailable`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.wait
+        delay = _FIRST_RETRY
+        while True:
+            lease = await self.try_acquire(thread_id)
+            if lease is not None:
+                return lease
+            if loop.time() >= deadline:
+                raise Unavailable(f"thread {thread_id!r} (another turn is still running on it)")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _MAX_RETRY)
+
+    async def renew(self, lease: Lease) -> bool:
+        """Extend ``lease``; ``False`` when it was lost."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(_RENEW_SQL, (self.ttl, lease.thread_id, lease.fence, lease.holder))
+            return await cur.fetchone() is not None
+
+    async def release(self, lease: Lease) -> None:
+        """Free the thread (a lease already taken by another is left alone)."""
+        async with self.pool.connection() as conn:
+            await conn.execute(_RELEASE_SQL, (lease.thread_id, lease.fence, lease.holder))
+
+    async def _keep(self, lease: Lease) -> None:
+        while True:
+            await asyncio.sleep(self.ttl / 3)
+            try:
+                if not await self.renew(lease):
+                    _log.warning("lease on a thread was lost (fence %d); its turn can no longer write", lease.fence)
+                    return
+            except Exception as exc:  # a failed renewal is retried; the fence protects the writes meanwhile
+                _log.warning("could not renew a thread lease: %s", type(exc).__name__)
+
+    @asynccontextmanager
+    async def hold(self, thread_id: str) -> AsyncIterator[Lease]:
+        """Hold ``thread_id`` for the block (renewed while it runs), as the current lease.
+
+        Leaving the block releases the lease whatever happens, a cancellation included: the
+        release runs shielded, so a cancelled turn frees its thread at once.
+        """
+        lock = self._locks.get(thread_id)
+        if lock is None:
+            lock = self._locks[thread_id] = asyncio.Lock()
+        async with lock:
+            lease = await self.acquire(thread_id)
+            keeper = asyncio.create_task(self._keep(lease), name=f"lease:{thread_id}")
+            try:
+                with bound(lease):
+                    yield lease
+            finally:
+                keeper.cancel()
+                await _shielded(self.release(lease))
+
+
+async def _shielded(work: Any) -> None:
+    """Run ``work`` to its end even if the caller is cancelled meanwhile; log (never raise) its failure."""
+    task = asyncio.ensure_future(work)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        _retrieve(task)
+        raise
+    except Exception as exc:
+        _log.warning("could not release a thread lease (it ends with its time limit): %s", type(exc).__name__)
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        _log.warning("could not release a thread lease (it ends with its time limit)")
