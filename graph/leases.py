@@ -39,8 +39,11 @@ __all__ = ["Lease", "LeaseLost", "Leases", "bound", "check", "current", "fenced"
 
 _log = logging.getLogger(__name__)
 
+# ``prev`` reads the row as the statement's snapshot saw it (a ``FOR UPDATE`` there would skip the
+# row this very statement updates): a holder there whose lease was taken means it ran out. A
+# release racing the take can make ``stale`` true needlessly; reconciling is then a no-op.
 _ACQUIRE_SQL: Final = """
-WITH prev AS (SELECT holder FROM thread_leases WHERE thread_id = %(thread)s FOR UPDATE)
+WITH prev AS (SELECT holder FROM thread_leases WHERE thread_id = %(thread)s)
 INSERT INTO thread_leases AS l (thread_id, holder, fence, expires_at)
 VALUES (%(thread)s, %(holder)s, 1, clock_timestamp() + make_interval(secs => %(ttl)s))
 ON CONFLICT (thread_id) DO UPDATE

@@ -36,6 +36,7 @@ from langgraph.types import Command
 
 from graph import approvals
 from graph.audit import AuditRecord, append_audit
+from graph.checkpoint_guard import CheckpointRefused
 from graph.events import TurnEvent
 from graph.leases import Lease, Leases, bound
 from graph.services import Services
@@ -228,7 +229,6 @@ class TurnRunner:
 
     async def _run(self, ctx: Context, thread_id: str, graph_input: Any) -> AsyncIterator[TurnEvent]:
         """The graph run's events; a run that does not end cleanly is reconciled before the thread is freed."""
-        ended = False
         last_turn = ""
         waiting = False
         try:
@@ -240,10 +240,12 @@ class TurnRunner:
                     last_turn = event["turn_id"]
                     waiting = event["type"] == "approval_required"
                     yield event
-            ended = True
-        finally:
-            if not ended:
-                await _shielded(self._reconcile(thread_id))
+        except CheckpointRefused:
+            raise  # nothing of the thread could be read, so nothing ran (audited once, by the saver)
+        except BaseException:
+            # Cancelled (client gone, shutdown), failed, or closed early by its consumer.
+            await _shielded(self._reconcile(thread_id))
+            raise
         if not waiting and self._prune_due(last_turn):
             await self.graph.checkpointer.aprune([thread_id], strategy="keep_latest")  # type: ignore[union-attr]
 
@@ -285,8 +287,9 @@ class TurnRunner:
         if row is None:
             raise NotFound("approval", approval_id)
         thread_id = str(row["thread_id"])
-        if row["status"] != "pending":
+        if row["status"] not in approvals.OPEN_STATUSES:
             raise ApprovalInvalid(f"approval already {row['status']}")
+        # Approved or executing with no turn running: its turn died. Taking the thread reconciles it.
         async for event in self._audited(ctx, thread_id, self._resume(ctx, thread_id, approval_id, decision)):
             yield event
 

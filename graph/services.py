@@ -30,6 +30,8 @@ class Hooks:
 
     after_effect_commit: Callable[[str], None] | None = None
     """Called with the idempotency key right after a write and its ledger row commit."""
+    inside_effect: Callable[[str], Awaitable[None]] | None = None
+    """Awaited with the idempotency key inside a write's transaction, just before its executor runs."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ list of their kind.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import psycopg
@@ -38,7 +39,7 @@ from graph.state import Context, Gate, Plan, RecentList, TurnState
 from nodes._common import sink_for, thread_id_of
 from policies.approval import verify_seal
 from policies.arguments import load_args
-from policies.errors import EgressDenied, PermissionDenied, TollgateError, Transient
+from policies.errors import EgressDenied, PermissionDenied, TollgateError, Transient, Unavailable
 from policies.fencing import fence, new_nonce
 from policies.governance import ActionFacts, GovernanceDecision, govern
 from policies.ids import bind_ids
@@ -49,6 +50,17 @@ __all__ = ["make_execute"]
 
 _LEDGER_GET = "SELECT result FROM effects WHERE idem_key = %s AND owner_id = %s"
 _LEDGER_PUT = "INSERT INTO effects (idem_key, owner_id, tool, action, result) VALUES (%s, %s, %s, %s, %s)"
+
+
+_log = logging.getLogger(__name__)
+
+
+class ToolFailed(Unavailable):
+    """A tool raised something outside the error taxonomy (a bug): nothing it did was committed."""
+
+    def __init__(self, action: str) -> None:
+        super().__init__(f"the tool behind {action!r}")
+        self.message = f"{action} failed unexpectedly, so nothing was changed"
 
 
 class _NoApproval(PermissionDenied):
@@ -65,6 +77,20 @@ def _approval_of(state: TurnState) -> str | None:
     return None
 
 
+async def _call(spec: ActionSpec, plan: Plan, exec_ctx: ExecContext, args: Any) -> ActionResult:
+    """The executor; a failure outside the error taxonomy (a tool's bug) becomes :class:`ToolFailed`.
+
+    Raised inside the effect's transaction, so nothing the tool did is committed.
+    """
+    try:
+        return await spec.executor(exec_ctx, args)
+    except (TollgateError, psycopg.Error):
+        raise
+    except Exception as exc:
+        _log.warning("tool %s.%s raised %s", plan["tool"], plan["action"], type(exc).__name__)
+        raise ToolFailed(f"{plan['tool']}.{plan['action']}") from None
+
+
 async def _run_once(
     svc: Services, spec: ActionSpec, ctx: Context, plan: Plan, thread_id: str, key: str | None, approval: str | None
 ) -> tuple[ActionResult, bool, bool]:
@@ -78,7 +104,7 @@ async def _run_once(
     try:
         if key is None:
             async with svc.db.pool.connection() as conn:
-                cleaned = storable(await spec.executor(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args))
+                cleaned = storable(await _call(spec, plan, ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args))
                 return cleaned.value, False, cleaned.changed
         async with leases.fenced(svc.db.pool) as conn:
             if approval is not None and not await approvals.claim(
@@ -86,12 +112,14 @@ async def _run_once(
                 args_hash=plan["args_hash"],
             ):
                 raise _NoApproval(f"{plan['tool']}.{plan['action']}")
+            if svc.hooks.inside_effect is not None:
+                await svc.hooks.inside_effect(key)
             if approval is None:
                 cur = await conn.execute(_LEDGER_GET, (key, ctx.owner_id))
                 row = await cur.fetchone()
                 if row is not None:
                     return row["result"], True, False
-            cleaned = storable(await spec.executor(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn, key), args))
+            cleaned = storable(await _call(spec, plan, ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn, key), args))
             result = cleaned.value
             await conn.execute(_LEDGER_PUT, (key, ctx.owner_id, plan["tool"], plan["action"], json.dumps(result)))
             if approval is not None:

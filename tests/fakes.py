@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,6 +35,8 @@ class ScriptedModel(BaseChatModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
     steps: list[Any]
+    latency: float = 0.0
+    """Seconds each answer takes (as a real model's would), awaited before the step is taken."""
     _prompts: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
     _tools: list[Any] = PrivateAttr(default_factory=list)
 
@@ -73,6 +76,8 @@ class ScriptedModel(BaseChatModel):
         self, messages: list[BaseMessage], stop: list[str] | None = None,
         run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any,
     ) -> ChatResult:
+        if self.latency:
+            await asyncio.sleep(self.latency)
         return self._next(messages)
 
     def push(self, *steps: Step) -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from graph.approval_contract import check_approvals
 from graph.event_contract import EventContract
 from graph.runner import TurnOutcome, TurnRunner
 from graph.state import Context
@@ -26,26 +27,44 @@ class Clock:
 
 @dataclass
 class Turns:
-    """A runner plus the event-contract checker applied to every run it makes."""
+    """A runner plus the event-contract checker applied to every run it makes, and the approval
+    contract (:mod:`graph.approval_contract`) checked on every thread it ran on, after each run."""
 
     runner: TurnRunner
     contract: EventContract = field(default_factory=EventContract)
     outcomes: list[TurnOutcome] = field(default_factory=list)
+    threads: set[str] = field(default_factory=set)
+
+    async def check_approvals(self, *thread_ids: str) -> None:
+        """The approval contract on ``thread_ids`` (and every thread this harness ran on)."""
+        self.threads.update(thread_ids)
+        await check_approvals(self.runner.services.db.pool, self.runner.graph, self.threads)
 
     async def send(self, ctx: Context, thread_id: str, message: str) -> TurnOutcome:
+        self.threads.add(thread_id)
         out = await self.runner.send(ctx, thread_id, message)
         self.contract.check_run(out.events)
         self.outcomes.append(out)
+        await self.check_approvals()
         return out
 
     async def resume(self, ctx: Context, thread_id: str, value: Any) -> TurnOutcome:
-        out = await self.runner.resume(ctx, thread_id, value)
+        self.threads.add(thread_id)
+        try:
+            out = await self.runner.resume(ctx, thread_id, value)
+        finally:
+            await self.check_approvals()
         self.contract.check_run(out.events, resume=True)
         self.outcomes.append(out)
         return out
 
     async def decide(self, ctx: Context, approval_id: str, decision: dict[str, Any]) -> TurnOutcome:
-        out = await self.runner.decide(ctx, approval_id, decision)
+        try:
+            out = await self.runner.decide(ctx, approval_id, decision)
+        finally:
+            await self.check_approvals()
+        self.threads.add(out.thread_id)
         self.contract.check_run(out.events, resume=True)
         self.outcomes.append(out)
+        await self.check_approvals()
         return out

@@ -136,7 +136,7 @@ async def test_chat_lists_the_calendar_and_cancels_the_2nd_event_after_an_inline
     calendar = await _calendar(db, owner)
     assert calendar["Lunch with Sam"] == "cancelled"
     assert calendar["Standup"] == calendar["Design review"] == "confirmed"
-    assert await _approvals(db, owner) == ["approved"]
+    assert await _approvals(db, owner) == ["executed"]
 
     chat.type("/quit")
     assert chat.wait() == 0

@@ -38,45 +38,6 @@ async def test_checkpointer_refuses_pickle_and_sets_up(db: Database) -> None:
     assert saver.serde is not None
 
 
-async def test_a_pipelined_transaction_commits_all_or_nothing(db: Database) -> None:
-    """``turn_db.transaction``: committed together, rolled back on any error, read-only when asked."""
-    import uuid
-
-    import psycopg
-    import pytest
-    from psycopg.pq import TransactionStatus
-
-    from graph import turn_db
-
-    key = "tx-" + uuid.uuid4().hex
-    async with db.pool.connection() as conn:
-        await conn.execute("CREATE TEMP TABLE tx_probe (k text, n int)")
-        async with turn_db.transaction(conn):
-            await conn.execute("INSERT INTO tx_probe VALUES (%s, 1)", (key,))
-            cur = await conn.execute("SELECT count(*) AS n FROM tx_probe WHERE k = %s", (key,))
-            assert (await cur.fetchone())["n"] == 1  # reads its own writes inside the block
-            await conn.execute("INSERT INTO tx_probe VALUES (%s, 2)", (key,))
-
-        class Boom(Exception):
-            pass
-
-        with pytest.raises(Boom):
-            async with turn_db.transaction(conn):
-                await conn.execute("INSERT INTO tx_probe VALUES (%s, 3)", (key,))
-                raise Boom
-        with pytest.raises(psycopg.errors.DivisionByZero):
-            async with turn_db.transaction(conn):
-                await conn.execute("INSERT INTO tx_probe VALUES (%s, 4)", (key,))
-                await conn.execute("SELECT 1 / 0")
-        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
-            async with turn_db.transaction(conn, read_only=True):  # (temporary tables stay writable)
-                await conn.execute("CREATE TABLE tx_probe_never (k text)")
-        assert conn.info.transaction_status == TransactionStatus.IDLE
-        cur = await conn.execute("SELECT array_agg(n ORDER BY n) AS ns FROM tx_probe WHERE k = %s", (key,))
-        assert (await cur.fetchone())["ns"] == [1, 2]
-        await conn.execute("DROP TABLE tx_probe")
-
-
 async def test_processes_starting_at_once_on_a_fresh_database_all_start(db: Database, settings: Settings) -> None:
     """A server and workers started together (``make run``, a deploy) each migrate the same empty
     database: ours, LangGraph's checkpoint tables and the job queue's, every one applied once."""

@@ -221,7 +221,8 @@ async def _edit_changes_action(turns: Turns, model: ScriptedModel, ctx: Context,
     out = await turns.send(ctx, thread, "email sam")
     assert out.approval is not None
     edit = {"type": "edit", "edited_action": {"name": "calendar__create", "args": {}}}
-    await turns.decide(ctx, out.approval.approval_id, edit)
+    with pytest.raises(ApprovalInvalid):  # refused before the graph resumes: the approval stays pending
+        await turns.decide(ctx, out.approval.approval_id, edit)
 
 
 async def _expired(turns: Turns, model: ScriptedModel, ctx: Context, thread: str, clock: Clock) -> None:
@@ -250,7 +251,7 @@ async def _tampered_token(turns: Turns, model: ScriptedModel, ctx: Context, thre
         pytest.param(_invented_id, [("ids", "clarify", "not_in_latest_list", "off_list_id")], id="invented-id"),
         pytest.param(_secret_read, [("gate", "refuse", "dlp_finding", "egress_denied")], id="secret-in-a-read"),
         pytest.param(_edit_adds_secret, [("execute", "refuse", "edit_dlp_finding", "egress_denied")], id="edit-adds-secret"),
-        pytest.param(_edit_changes_action, [("approval", "invalid", "edit_changes_action", "approval_invalid")], id="edit-changes-action"),
+        pytest.param(_edit_changes_action, [("runner", "invalid", "resume_refused", "approval_invalid")], id="edit-changes-action"),
         pytest.param(_expired, [("approval", "expired", "expired", "approval_expired")], id="expired-approval"),
         pytest.param(_tampered_token, [("runner", "invalid", "resume_refused", "approval_invalid")], id="tampered-token"),
     ],

@@ -26,7 +26,7 @@ async def _effects(db: Database, owner: str) -> int:
 async def test_chat_streams_a_read_turn_as_sse_in_contract_order(api: Api) -> None:
     out = await api.chat("what's on my calendar today?")
     assert out.status == 200 and out.content_type.startswith("text/event-stream")
-    assert out.ids == [str(e["seq"]) for e in out.events]  # id: is the event's seq
+    assert out.ids == [str(e["id"]) for e in out.events]  # id: is the event's id in the log
     assert out.types == [e["type"] for e in out.events]  # event: is its type
     assert [e["type"] for e in out.events] == [
         "planner_decision", "tool_start", "tool_end", "planner_decision", "message_complete"
@@ -84,15 +84,24 @@ async def test_edit_over_http_is_checked_then_runs_on_the_edited_target(api: Api
     assert calendar["Design review"] == "cancelled" and calendar["Lunch with Sam"] == "confirmed"
 
 
-async def test_an_edit_naming_an_item_off_the_list_runs_nothing(api: Api, db: Database) -> None:
+async def test_an_edit_naming_an_item_off_the_list_is_refused_and_the_approval_stays_pending(
+    api: Api, db: Database
+) -> None:
     _, proposal = await api.list_then_propose()
     before = await _calendar(db, api.owner)
-    done = await api.decide(proposal["data"]["approval_id"], {"type": "edit", "args": {"event_id": "evt_not_listed"}})
-    assert done.status == 200
-    assert done.events[0]["data"] == {"approval_id": proposal["data"]["approval_id"], "decision": "invalid",
-                                      "code": "off_list_id"}
-    assert "nothing ran" in done.last["data"]["text"]
+    approval_id = proposal["data"]["approval_id"]
+    done = await api.decide(approval_id, {"type": "edit", "args": {"event_id": "evt_not_listed"}}, check=False)
+    assert done.status == 422 and done.body is not None and done.body["code"] == "off_list_id"
     assert await _calendar(db, api.owner) == before and await _effects(db, api.owner) == 0
+    listed = (await api.get("/v1/approvals")).json()["approvals"]
+    assert [a["approval_id"] for a in listed] == [approval_id]
+    deep: object = "#3"
+    for _ in range(300):
+        deep = {"k": deep}
+    nested = await api.decide(approval_id, {"type": "edit", "args": {"event_id": deep}}, check=False)
+    assert nested.status == 422 and nested.body is not None and nested.body["code"] == "invalid_args"
+    approved = await api.decide(approval_id, {"type": "approve"})  # still pending: it runs, once
+    assert approved.last["data"]["outcome"] == "executed" and await _effects(db, api.owner) == 1
 
 
 async def test_reject_over_http_changes_nothing_and_quotes_the_reason(api: Api, db: Database) -> None:

@@ -19,17 +19,18 @@ async def test_replay_of_a_finished_turn_returns_exactly_what_came_after_the_id(
     out = await api.chat("what's on my calendar today?")
     thread_id, turn_id = out.last["thread_id"], out.last["turn_id"]
 
-    tail = await api.stream("GET", f"/v1/threads/{thread_id}/events", headers={"Last-Event-ID": "2"}, check=False)
+    after = str(out.events[1]["id"])
+    tail = await api.stream("GET", f"/v1/threads/{thread_id}/events", headers={"Last-Event-ID": after}, check=False)
     assert tail.status == 200
     assert tail.events == out.events[2:]  # byte-for-byte the events streamed the first time
-    assert tail.ids == [str(e["seq"]) for e in tail.events]
+    assert tail.ids == [str(e["id"]) for e in tail.events]
 
     whole = await api.stream("GET", f"/v1/threads/{thread_id}/events?turn_id={turn_id}", check=False)
     assert whole.events == out.events
     EventContract().check_run(whole.events)
 
     caught_up = await api.stream(
-        "GET", f"/v1/threads/{thread_id}/events", headers={"Last-Event-ID": str(out.last["seq"])}, check=False
+        "GET", f"/v1/threads/{thread_id}/events", headers={"Last-Event-ID": str(out.last["id"])}, check=False
     )
     assert caught_up.status == 200 and caught_up.events == []  # nothing after the terminal event: the stream ends
 
@@ -47,9 +48,20 @@ async def test_replay_spans_the_interrupt_and_the_resume_of_a_turn(api: Api) -> 
     contract.check_run(runs[1], resume=True)
 
     older = await api.stream(
-        "GET", f"/v1/threads/{thread_id}/events", headers={"Last-Event-ID": "1"}, check=False
+        "GET", f"/v1/threads/{thread_id}/events", headers={"Last-Event-ID": str(replay.events[0]["id"])}, check=False
     )
     assert older.events == replay.events[1:]
+
+
+async def test_last_event_id_alone_resumes_across_turns(api: Api) -> None:
+    """An id seen in one turn resumes into the next: nothing of the newer turn is lost or repeated."""
+    first = await api.chat("what's on my calendar today?")
+    thread_id = first.last["thread_id"]
+    second = await api.chat("and my tasks?", thread_id)
+    seen = str(first.events[2]["id"])
+    tail = await api.stream("GET", f"/v1/threads/{thread_id}/events", headers={"Last-Event-ID": seen}, check=False)
+    assert tail.events == first.events[3:] + second.events
+    assert [int(i) for i in tail.ids] == sorted(int(i) for i in tail.ids)
 
 
 async def test_reconnecting_to_a_turn_in_flight_follows_it_to_its_end(api: Api, db: Database) -> None:
@@ -72,14 +84,14 @@ async def test_reconnecting_to_a_turn_in_flight_follows_it_to_its_end(api: Api, 
         detail = (await api.get(f"/v1/threads/{thread_id}")).json()
         assert detail["status"] == "running" and detail["latest_seq"] == head[-1]["seq"]
 
-        resumed = {**api.auth, "Last-Event-ID": str(head[-1]["seq"])}
+        resumed = {**api.auth, "Last-Event-ID": str(head[-1]["id"])}
         async with aconnect_sse(api.client, "GET", events_url, headers=resumed) as src:
             assert src.response.status_code == 200  # the reconnect is open while the turn is blocked
             await blocker.execute("COMMIT")  # let the write go on
             tail = [(message.id, message.json()) for message in [m async for m in src.aiter_sse()]]
 
     assert [event["type"] for _, event in tail] == ["tool_end", "message_complete"]
-    assert [sse_id for sse_id, _ in tail] == [str(event["seq"]) for _, event in tail]
+    assert [sse_id for sse_id, _ in tail] == [str(event["id"]) for _, event in tail]
     assert tail[-1][1]["data"]["outcome"] == "executed"
     api.contract.check_run(head + [event for _, event in tail], resume=True)
 
@@ -110,13 +122,13 @@ async def test_a_run_that_fails_mid_stream_ends_with_a_fatal_error_and_the_threa
     assert broken.status == 200
     assert [e["type"] for e in broken.events] == ["approval_decided", "tool_start", "error"]
     assert broken.last["data"] == {"code": "unavailable", "message": FAILED_RUN_MESSAGE, "fatal": True}
-    assert broken.ids == [str(e["seq"]) for e in broken.events]  # recorded like any event: replayable
+    assert broken.ids == [str(e["id"]) for e in broken.events]  # recorded like any event: replayable
 
     # The failure is in the log: the thread is not "running" forever, and a reconnect ends at once.
     detail = (await api.get(f"/v1/threads/{thread_id}")).json()
     assert detail["status"] != "running" and detail["latest_seq"] == broken.last["seq"]
     tail = await api.stream("GET", f"/v1/threads/{thread_id}/events",
-                            headers={"Last-Event-ID": str(broken.events[0]["seq"])}, check=False)
+                            headers={"Last-Event-ID": str(broken.events[0]["id"])}, check=False)
     assert tail.events == broken.events[1:]
 
     # A new message starts afresh on the thread; the write that did commit happened once.

@@ -246,7 +246,7 @@ async def test_a_thread_started_through_the_runner_is_approved_in_studio(
     assert await _listed(settings, demo_owner) == []  # decided in Studio: no longer listed
 
 
-async def test_a_studio_resume_as_another_owner_runs_nothing(
+async def test_a_studio_resume_as_another_owner_runs_nothing_and_leaves_the_approval_pending(
     studio: LangGraphClient, settings: Settings, db: Database, demo_owner: str
 ) -> None:
     contract = EventContract()
@@ -255,20 +255,25 @@ async def test_a_studio_resume_as_another_owner_runs_nothing(
     await _run(studio, tid, contract, input=_user("what's on my calendar today?"), context=context)
     await _run(studio, tid, contract, input=_user("cancel the 2nd one"), context=context)
     [interrupt] = (await studio.threads.get_state(tid))["interrupts"]
+    approval_id = interrupt["value"]["approval"]["id"]
 
-    # The token binds the owner: resuming under any other owner (Studio lets anyone type one) runs nothing.
+    # The token binds the owner: resuming under any other owner (Studio lets anyone type one) runs
+    # nothing, and the approval node asks again: the genuine approval stays pending for its owner.
     resume = {"token": interrupt["value"]["approval"]["token"], "decisions": [{"type": "approve"}]}
-    done = await _run(studio, tid, contract, resume=True, command={"resume": resume},
-                      context={"owner_id": "o_intruder"})
-    assert _last(done, "message_complete")["outcome"] != "executed"
+    refused = [part async for part in studio.runs.stream(tid, "tollgate", stream_mode="custom",
+                                                         command={"resume": resume}, context={"owner_id": "o_intruder"})]
+    assert not [p for p in refused if p.event == "custom"]  # no event: nothing was decided
     assert (await _calendar(db, demo_owner))["Lunch with Sam"] == "confirmed"
-    # The refused resume consumed the interrupt, so the listing closes too (as rejected), rather
-    # than offering the owner an approval with nothing behind it.
-    assert await _listed(settings, demo_owner) == []
+    [again] = (await studio.threads.get_state(tid))["interrupts"]
+    assert again["value"]["approval"]["id"] == approval_id
+    assert await _listed(settings, demo_owner) == [approval_id]
+
+    done = await _run(studio, tid, contract, resume=True, command={"resume": resume}, context=context)
+    assert _last(done, "message_complete")["outcome"] == "executed"
+    assert (await _calendar(db, demo_owner))["Lunch with Sam"] == "cancelled"
     async with db.pool.connection() as conn:
-        cur = await conn.execute("SELECT status FROM approvals WHERE approval_id = %s",
-                                 (interrupt["value"]["approval"]["id"],))
-        assert await cur.fetchone() == {"status": "rejected"}
+        cur = await conn.execute("SELECT status FROM approvals WHERE approval_id = %s", (approval_id,))
+        assert await cur.fetchone() == {"status": "executed"}
 
 
 async def test_a_studio_run_without_an_owner_runs_nothing(studio: LangGraphClient, db: Database) -> None:

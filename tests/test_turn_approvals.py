@@ -9,7 +9,7 @@ import pytest
 from graph.db import Database
 from graph.runner import TurnOutcome
 from graph.state import Context
-from policies.errors import ApprovalInvalid, NotFound
+from policies.errors import ApprovalInvalid, InvalidArgs, NotFound, OffListId
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Clock, Turns
 
@@ -84,25 +84,40 @@ async def test_edit_is_validated_then_runs_on_the_edited_target(
     assert state["Design review"] == "cancelled" and state["Lunch with Sam"] == "confirmed"
 
 
+def _nested(levels: int) -> Any:
+    value: Any = "x"
+    for _ in range(levels):
+        value = {"k": value}
+    return value
+
+
 @pytest.mark.parametrize(
-    "edited",
+    ("edited", "error"),
     [
-        pytest.param({"name": "calendar__cancel_event", "args": {"event_id": "evt_notinlist"}}, id="off-list-id"),
-        pytest.param({"name": "calendar__cancel_event", "args": {"event_id": "#2", "owner_id": "x"}}, id="extra-owner-key"),
-        pytest.param({"name": "mail__send", "args": {"to": ["x@evil.example"], "subject": "s", "body": "b"}}, id="switch-action"),
-        pytest.param({"name": "calendar__cancel_event", "args": {"event_id": 2}}, id="wrong-type"),
+        pytest.param({"name": "calendar__cancel_event", "args": {"event_id": "evt_notinlist"}}, OffListId,
+                     id="off-list-id"),
+        pytest.param({"name": "calendar__cancel_event", "args": {"event_id": "#2", "owner_id": "x"}}, InvalidArgs,
+                     id="extra-owner-key"),
+        pytest.param({"name": "mail__send", "args": {"to": ["x@evil.example"], "subject": "s", "body": "b"}},
+                     ApprovalInvalid, id="switch-action"),
+        pytest.param({"name": "calendar__cancel_event", "args": {"event_id": 2}}, InvalidArgs, id="wrong-type"),
+        pytest.param({"name": "calendar__cancel_event", "args": {"event_id": _nested(300)}}, InvalidArgs,
+                     id="nested-300-levels"),
     ],
 )
-async def test_invalid_edit_runs_nothing(
-    turns: Turns, model: ScriptedModel, ctx: Context, db: Database, edited: dict[str, Any]
+async def test_an_invalid_edit_is_refused_with_a_typed_error_and_the_approval_stays_pending(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database, edited: dict[str, Any], error: type[Exception]
 ) -> None:
     out = await _list_then_cancel_second(turns, model, ctx, ctx.owner_id + "/t-bad-edit")
     assert out.approval is not None
     before = await _events(db, ctx.owner_id)
-    done = await turns.decide(ctx, out.approval.approval_id, {"type": "edit", "edited_action": edited})
-    assert done.outcome == "refused"
+    with pytest.raises(error):
+        await turns.decide(ctx, out.approval.approval_id, {"type": "edit", "edited_action": edited})
     assert await _events(db, ctx.owner_id) == before
     assert await _effects(db, ctx.owner_id) == 0
+    assert [p.approval_id for p in await turns.runner.pending_approvals(ctx)] == [out.approval.approval_id]
+    done = await turns.decide(ctx, out.approval.approval_id, {"type": "approve"})  # still decidable, runs once
+    assert done.outcome == "executed" and await _effects(db, ctx.owner_id) == 1
 
 
 async def test_approve_after_expiry_runs_nothing_and_says_so(
@@ -148,7 +163,7 @@ async def test_tampered_foreign_and_reused_tokens_are_refused_and_nothing_runs(
     # Another thread of the same owner, with its own pending approval: tokens do not cross.
     other = await _list_then_cancel_second(turns, model, ctx, ctx.owner_id + "/t-tokens-other")
     assert other.approval is not None
-    with pytest.raises(ApprovalInvalid, match="another owner or thread"):
+    with pytest.raises(ApprovalInvalid, match="another thread"):
         await turns.runner.resume(ctx, ctx.owner_id + "/t-tokens-other", {"token": token, "decisions": approve})
 
     # Another owner can neither use the token nor learn that the thread exists.

@@ -1,14 +1,16 @@
-"""A turn runs on one pooled connection, so more concurrent turns than connections all complete."""
+"""A turn takes a pooled connection per operation and none while it waits on a model."""
 
 from __future__ import annotations
 
 import asyncio
-import uuid
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from graph.app import open_app
 from graph.db import Database
 from graph.settings import Settings
 from graph.state import Context
+from tests.fakes import ScriptedModel, call, say
 
 _ASK = "what's on my calendar today?"
 
@@ -23,8 +25,6 @@ async def _transcript_rows(db: Database, thread_id: str) -> int:
 async def test_more_concurrent_turns_than_pool_connections_all_complete(
     settings: Settings, db: Database, ctx: Context
 ) -> None:
-    # Each turn holds a connection for its thread lock; with a statement needing a second one,
-    # eight turns on a pool of two used to wait on each other until the pool timed out.
     small = settings.model_copy(update={"pool_max_size": 2})
     threads = [f"{ctx.owner_id}/pool-{i}" for i in range(8)]
     async with open_app(small) as app:
@@ -35,14 +35,28 @@ async def test_more_concurrent_turns_than_pool_connections_all_complete(
     assert [await _transcript_rows(db, thread) for thread in threads] == [2] * len(threads)
 
 
-async def test_a_read_turn_takes_one_connection_from_the_pool(settings: Settings, db: Database, ctx: Context) -> None:
-    roomy = settings.model_copy(update={"checkpoint_prune_every": 0})
-    async with open_app(roomy) as app:
-        await app.runner.send(ctx, f"{ctx.owner_id}/warm", _ASK)
-        thread = f"{ctx.owner_id}/one-{uuid.uuid4().hex[:6]}"
-        before = app.services.db.pool.get_stats()["requests_num"]
-        out = await app.runner.send(ctx, thread, _ASK)
-        taken = app.services.db.pool.get_stats()["requests_num"] - before
-    assert out.outcome == "read"
-    assert taken == 1  # the lock's connection also served the checkpoint, the nodes and the audit record
-    assert await _transcript_rows(db, thread) == 2  # the transcript committed with the checkpoint
+async def test_turns_waiting_on_a_slow_model_hold_no_connection(settings: Settings, db: Database, ctx: Context) -> None:
+    """Twenty turns on a pool of two, each waiting half a second on its model, run at once."""
+    small = settings.model_copy(update={"pool_max_size": 2, "max_turns_per_owner": 50})
+    model = ScriptedModel(steps=[], latency=0.5)
+
+    def answer(messages: list[BaseMessage]) -> AIMessage:  # list first, then reply: whatever the order of turns
+        listed = any(isinstance(m, ToolMessage) for m in messages)
+        return say("") if listed else call("calendar__list", {"range": "today"})
+
+    model.push(*[answer] * 40)
+    threads = [f"{ctx.owner_id}/slow-{i}" for i in range(20)]
+    async with open_app(small, picker_model=model) as app:
+        pool = app.services.db.pool
+        sends = [asyncio.create_task(app.runner.send(ctx, thread, _ASK)) for thread in threads]
+        in_use: list[int] = []
+        while not all(task.done() for task in sends):
+            stats = pool.get_stats()
+            in_use.append(stats["pool_size"] - stats["pool_available"])
+            await asyncio.sleep(0.05)
+        outcomes = [task.result() for task in sends]
+    assert [out.outcome for out in outcomes] == ["read"] * len(threads)
+    assert max(in_use) <= 2
+    # Two model calls of 0.5 s each per turn: all twenty ran together, not two at a time.
+    assert len(in_use) * 0.05 < 8
+    model.assert_complete()

@@ -207,7 +207,7 @@ async def _preview_boom(ctx: ExecContext, args: Any) -> str:
     return "Do the risky thing"
 
 
-async def test_a_resume_that_crashes_does_not_leave_its_approval_pending(
+async def test_an_approved_action_whose_tool_raises_ends_failed_with_an_honest_reply(
     services: Services, db: Database, model: ScriptedModel, ctx: Context
 ) -> None:
     from dataclasses import replace
@@ -222,10 +222,11 @@ async def test_a_resume_that_crashes_does_not_leave_its_approval_pending(
     model.push(call("boom__go", {}))
     out = await turns.send(ctx, ctx.owner_id + "/boom", "go")
     assert out.approval is not None
-    with pytest.raises(RuntimeError):
-        await turns.runner.decide(ctx, out.approval.approval_id, {"type": "approve"})
+    done = await turns.decide(ctx, out.approval.approval_id, {"type": "approve"})
+    assert done.outcome == "failed" and done.reply is not None and "nothing was changed" in done.reply
     assert await turns.runner.pending_approvals(ctx) == []
     async with db.pool.connection() as conn:
-        cur = await conn.execute("SELECT status FROM approvals WHERE approval_id = %s", (out.approval.approval_id,))
+        cur = await conn.execute("SELECT status, error_code FROM approvals WHERE approval_id = %s",
+                                 (out.approval.approval_id,))
         row = await cur.fetchone()
-    assert row is not None and row["status"] == "approved"
+    assert row is not None and (row["status"], row["error_code"]) == ("failed", "unavailable")  # never "approved"

@@ -1,67 +1,143 @@
-"""Approvals survive a process restart; a crash between the write and its checkpoint never writes twice."""
+"""Turns across OS processes: approvals survive a restart, and a process killed mid-turn or
+mid-effect frees its thread within the lease time, writes nothing twice and strands nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from graph._env import child_environment
+from graph.app import open_app
+from graph.approval_contract import check_approvals
 from graph.db import Database
 from graph.settings import Settings
+from graph.state import Context
+from policies.errors import ApprovalInvalid
+from tests.fakes import ScriptedModel, call, say
 
 _ROOT = Path(__file__).resolve().parent.parent
+_LEASE = 2.0
+
+
+def _env(settings: Settings) -> dict[str, str]:
+    return child_environment(settings, TOLLGATE_THREAD_LEASE_SECONDS=str(_LEASE), TOLLGATE_THREAD_WAIT_SECONDS="30")
 
 
 def _run(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    env = child_environment(settings)
-    return subprocess.run(
-        [sys.executable, "-m", "tests.procs.turn", *args], cwd=_ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run([sys.executable, "-m", "tests.procs.turn", *args], cwd=_ROOT, env=_env(settings),
+                          capture_output=True, text=True, timeout=120)
+
+
+def _out(done: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    assert done.returncode == 0, done.stderr[-2000:]
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+async def _hang_then_kill(settings: Settings, db: Database, *args: str) -> float:
+    """Start a process that stops mid-turn, SIGKILL it once it holds its thread; return when it died."""
+    with subprocess.Popen([sys.executable, "-m", "tests.procs.turn", *args], cwd=_ROOT, env=_env(settings),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            line = await asyncio.to_thread(proc.stdout.readline)
+            assert line.strip() == "hanging", line
+            for _ in range(500):  # until the turn holds its thread
+                async with db.pool.connection() as conn:
+                    cur = await conn.execute("SELECT holder FROM thread_leases WHERE thread_id = %s", (args[2],))
+                    row = await cur.fetchone()
+                if row is not None and row["holder"]:
+                    break
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.3)  # well inside the hang
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    return time.monotonic()
+
+
+async def _count(db: Database, sql: str, *params: str) -> int:
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(sql, params)
+        row = await cur.fetchone()
+    return int(next(iter(row.values()))) if row else -1
 
 
 async def _outbox(db: Database, owner: str) -> int:
-    async with db.pool.connection() as conn:
-        cur = await conn.execute("SELECT count(*) AS n FROM mail_outbox WHERE owner_id = %s", (owner,))
-        row = await cur.fetchone()
-        return int(row["n"]) if row else -1
+    return await _count(db, "SELECT count(*) FROM mail_outbox WHERE owner_id = %s", owner)
+
+
+def _reader() -> ScriptedModel:
+    return ScriptedModel(steps=[call("calendar__list", {"range": "today"}), say("")])
 
 
 async def test_approval_from_a_second_process_executes_once(settings: Settings, db: Database, owner: str) -> None:
-    proposed = _run(settings, "propose", owner, owner + "/restart")
-    assert proposed.returncode == 0, proposed.stderr[-2000:]
-    first = json.loads(proposed.stdout.strip().splitlines()[-1])
+    first = _out(_run(settings, "propose", owner, owner + "/restart"))
     assert first["outcome"] == "proposed" and first["approval_id"]
     assert await _outbox(db, owner) == 0
-
-    approved = _run(settings, "approve", owner, owner + "/restart", first["approval_id"])
-    assert approved.returncode == 0, approved.stderr[-2000:]
-    second = json.loads(approved.stdout.strip().splitlines()[-1])
-    assert second["pid"] != first["pid"]
-    assert second["outcome"] == "executed"
+    second = _out(_run(settings, "approve", owner, owner + "/restart", first["approval_id"]))
+    assert second["pid"] != first["pid"] and second["outcome"] == "executed"
     assert await _outbox(db, owner) == 1
 
 
-async def test_crash_after_the_write_before_the_checkpoint_does_not_write_twice(
-    settings: Settings, db: Database, owner: str
+async def test_a_process_killed_after_the_write_commits_never_writes_twice(
+    settings: Settings, db: Database, owner: str, ctx: Context
 ) -> None:
-    proposed = _run(settings, "propose", owner, owner + "/crash")
-    approval_id = json.loads(proposed.stdout.strip().splitlines()[-1])["approval_id"]
-
-    crashed = _run(settings, "approve-and-crash", owner, owner + "/crash", approval_id)
+    thread = owner + "/crash"
+    approval_id = _out(_run(settings, "propose", owner, thread))["approval_id"]
+    crashed = _run(settings, "approve-and-crash", owner, thread, approval_id)
     assert crashed.returncode == -signal.SIGKILL  # it died right after committing the write
     assert await _outbox(db, owner) == 1
 
-    # The checkpoint never recorded the decision, so the approval is still pending; approving
-    # again replays the execute step, which finds the ledger row and does not send again.
-    retried = _run(settings, "approve", owner, owner + "/crash", approval_id)
-    assert retried.returncode == 0, retried.stderr[-2000:]
-    out = json.loads(retried.stdout.strip().splitlines()[-1])
-    assert out["outcome"] == "executed"
+    # Another process: the approval ran, so approving again is refused; nothing is sent twice.
+    retried = _run(settings, "approve", owner, thread, approval_id)
+    assert retried.returncode != 0 and "already executed" in retried.stderr
     assert await _outbox(db, owner) == 1
-    async with db.pool.connection() as conn:
-        cur = await conn.execute("SELECT count(*) AS n FROM effects WHERE idem_key = %s", (approval_id,))
-        row = await cur.fetchone()
-    assert row is not None and row["n"] == 1
+    assert await _count(db, "SELECT count(*) FROM effects WHERE idem_key = %s", approval_id) == 1
+
+    fast = settings.model_copy(update={"thread_lease_seconds": _LEASE})
+    async with open_app(fast, picker_model=_reader()) as app:
+        me = Context(owner_id=owner, timezone="Europe/Paris")
+        assert (await app.runner.send(me, thread, "what's on my calendar today?")).outcome == "read"
+        await check_approvals(db.pool, app.runner.graph, [thread])
+
+
+async def test_a_process_killed_mid_turn_frees_its_thread_within_the_lease_time(
+    settings: Settings, db: Database, owner: str, ctx: Context
+) -> None:
+    thread = owner + "/killed-in-model"
+    died = await _hang_then_kill(settings, db, "read-and-hang", owner, thread)
+    fast = settings.model_copy(update={"thread_lease_seconds": _LEASE})
+    async with open_app(fast, picker_model=_reader()) as app:
+        me = Context(owner_id=owner, timezone="Europe/Paris")
+        out = await app.runner.send(me, thread, "what's on my calendar today?")
+        waited = time.monotonic() - died
+        await check_approvals(db.pool, app.runner.graph, [thread])
+    assert out.outcome == "read"
+    assert waited <= _LEASE + 1.5  # the dead holder's lease ran out; nothing waited longer
+
+
+async def test_a_process_killed_mid_effect_leaves_nothing_approved_with_nothing_run(
+    settings: Settings, db: Database, owner: str, ctx: Context
+) -> None:
+    thread = owner + "/killed-in-effect"
+    approval_id = _out(_run(settings, "propose", owner, thread))["approval_id"]
+    await _hang_then_kill(settings, db, "approve-and-hang", owner, thread, approval_id)
+    assert await _count(db, "SELECT count(*) FROM approvals WHERE approval_id = %s AND status = 'approved'",
+                        approval_id) == 1  # as the dead process left it
+    fast = settings.model_copy(update={"thread_lease_seconds": _LEASE})
+    async with open_app(fast, picker_model=ScriptedModel(steps=[])) as app:
+        me = Context(owner_id=owner, timezone="Europe/Paris")
+        try:
+            await app.runner.decide(me, approval_id, {"type": "approve"})
+            raise AssertionError("a decision on a dead turn's approval ran")
+        except ApprovalInvalid as exc:
+            assert "already failed" in exc.message  # taking the thread reconciled it: nothing ran
+        await check_approvals(db.pool, app.runner.graph, [thread])
+    assert await _outbox(db, owner) == 0
+    assert await _count(db, "SELECT count(*) FROM effects WHERE idem_key = %s", approval_id) == 0

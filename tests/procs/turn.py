@@ -1,9 +1,11 @@
 """A separate OS process that runs one step of a turn against the shared database.
 
-Usage: ``python -m tests.procs.turn propose|approve|approve-and-crash OWNER THREAD [APPROVAL_ID]``.
-``DATABASE_URL`` and ``TOLLGATE_APPROVAL_SECRET`` come from the environment. Prints one JSON
-line with the outcome. ``approve-and-crash`` SIGKILLs itself right after the write commits,
-before the checkpoint is written (a fault injected through the observation hook).
+Usage: ``python -m tests.procs.turn STEP OWNER THREAD [APPROVAL_ID]``, with ``STEP`` one of
+``propose``, ``approve``, ``read``, ``approve-and-crash`` (SIGKILLs itself right after the write
+commits, before the checkpoint is written), ``approve-and-hang`` (stops inside the effect's
+transaction, before the executor, until killed) and ``read-and-hang`` (stops in its model call
+until killed). ``DATABASE_URL``, ``TOLLGATE_APPROVAL_SECRET`` and the lease time come from the
+environment. Prints ``hanging`` when it has stopped, else one JSON line with the outcome.
 """
 
 from __future__ import annotations
@@ -19,22 +21,39 @@ from graph.app import open_app
 from graph.services import Hooks
 from graph.settings import Settings
 from graph.state import Context
-from tests.fakes import ScriptedModel, call
+from tests.fakes import ScriptedModel, call, say
 
 
 def _crash(_key: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+async def _hang(_key: str) -> None:
+    print("hanging", flush=True)
+    await asyncio.sleep(3600)
+
+
+def _hooks(step: str) -> Hooks:
+    if step == "approve-and-crash":
+        return Hooks(after_effect_commit=_crash)
+    if step == "approve-and-hang":
+        return Hooks(inside_effect=_hang)
+    return Hooks()
+
+
 async def main(argv: list[str]) -> None:
     step, owner, thread = argv[:3]
     ctx = Context(owner_id=owner, timezone="Europe/Paris")
-    model = ScriptedModel(steps=[])
-    hooks = Hooks(after_effect_commit=_crash) if step == "approve-and-crash" else Hooks()
-    async with open_app(Settings(), picker_model=model, hooks=hooks) as app:
+    model = ScriptedModel(steps=[], latency=3600 if step == "read-and-hang" else 0)
+    async with open_app(Settings(), picker_model=model, hooks=_hooks(step)) as app:
         if step == "propose":
             model.push(call("mail__send", {"to": ["sam@example.com"], "subject": "Running late", "body": "Ten minutes."}))
             out = await app.runner.send(ctx, thread, "tell sam I'm running late")
+        elif step in ("read", "read-and-hang"):
+            model.push(call("calendar__list", {"range": "today"}), say(""))
+            if step == "read-and-hang":
+                print("hanging", flush=True)
+            out = await app.runner.send(ctx, thread, "what's on my calendar today?")
         else:
             out = await app.runner.decide(ctx, argv[3], {"type": "approve"})
     print(json.dumps({
