@@ -147,7 +147,24 @@ class Leases:
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     async def try_acquire(self, thread_id: str) -> Lease | None:
-        """Take the thread if it is free or its holder's lease ran out; ``None`` if it is held."""
+        """Take the thread if it is free or its holder's lease ran out; ``None`` if it is held.
+
+        Cancel-safe: a caller cancelled while the statement is in flight cannot know whether it
+        took the thread, so the statement runs to its end and a lease it took is released.
+        """
+        take = asyncio.ensure_future(self._take(thread_id))
+        try:
+            return await asyncio.shield(take)
+        except asyncio.CancelledError:
+            await _shielded(self._give_back(take))
+            raise
+
+    async def _give_back(self, take: asyncio.Future[Lease | None]) -> None:
+        await asyncio.wait([take])
+        if not take.cancelled() and take.exception() is None and (lease := take.result()) is not None:
+            await self.release(lease)
+
+    async def _take(self, thread_id: str) -> Lease | None:
         holder = _holder()
         async with self.pool.connection() as conn:
             cur = await conn.execute(_ACQUIRE_SQL, {"thread": thread_id, "holder": holder, "ttl": self.ttl})

@@ -37,6 +37,8 @@ class ScriptedModel(BaseChatModel):
     steps: list[Any]
     latency: float = 0.0
     """Seconds each answer takes (as a real model's would), awaited before the step is taken."""
+    on_call: Callable[[], None] | None = None
+    """Called as each call starts, before its latency (fault-injection tests cancel a turn there)."""
     _prompts: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
     _tools: list[Any] = PrivateAttr(default_factory=list)
 
@@ -76,6 +78,8 @@ class ScriptedModel(BaseChatModel):
         self, messages: list[BaseMessage], stop: list[str] | None = None,
         run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any,
     ) -> ChatResult:
+        if self.on_call is not None:
+            self.on_call()
         if self.latency:
             await asyncio.sleep(self.latency)
         return self._next(messages)

@@ -151,7 +151,7 @@ async def test_an_approval_racing_a_new_message_either_runs_or_is_superseded_nev
     else:  # the approval ran first, then the message
         assert decided.status == 200 and decided.last["data"]["outcome"] == "executed"
         assert await _lunch(db, api.owner) == "cancelled" and await _effects(db, api.owner) == 1
-    assert list((await _approvals(db, thread_id)).values()) == ["superseded" if superseded else "approved"]
+    assert list((await _approvals(db, thread_id)).values()) == ["superseded" if superseded else "executed"]
     await _assert_serialized(db, thread_id)
 
 
