@@ -14,9 +14,10 @@ from graph.state import Plan
 from nodes.menu import Menu
 from policies.arguments import validate_args
 from policies.counts import clamp_count, explicit_count
+from policies.storable import MAX_DEPTH, depth_of, storable
 from tools.registry import ActionSpec, Registry
 
-__all__ = ["decode_call", "is_capability_question", "message_text", "single_call", "usage_record"]
+__all__ = ["decode_call", "is_capability_question", "message_text", "single_call", "storable_answer", "usage_record"]
 
 _CAPABILITY: Final = re.compile(
     r"^\s*(?:what\s+(?:can|could)\s+you\s+(?:do|help(?:\s+me)?\s+with)|help|what\s+are\s+your\s+(?:capabilities|skills|features)"
@@ -94,6 +95,22 @@ def single_call(message: AIMessage) -> AIMessage:
     if len(message.tool_calls) <= 1:
         return message
     return message.model_copy(update={"tool_calls": message.tool_calls[:1], "invalid_tool_calls": []})
+
+
+def storable_answer(message: AIMessage) -> tuple[AIMessage, bool]:
+    """The answer as the turn's state may keep it, and whether a call's arguments nest too deep.
+
+    A model's text and arguments are third-party content as far as storage goes: NUL and lone
+    surrogates are replaced and arguments nested deeper than :data:`~policies.storable.MAX_DEPTH`
+    are dropped, in a copy (the original is what gets decoded, and refused).
+    """
+    too_deep = any(depth_of(c.get("args")) > MAX_DEPTH for c in message.tool_calls)
+    calls = [c | {"args": {} if depth_of(c.get("args")) > MAX_DEPTH else storable(c.get("args")).value}
+             for c in message.tool_calls]
+    content = storable(message.content).value
+    if not too_deep and calls == message.tool_calls and content == message.content:
+        return message, False
+    return message.model_copy(update={"tool_calls": calls, "content": content}), too_deep
 
 
 def message_text(message: AIMessage) -> str:

@@ -23,10 +23,18 @@ from graph.events import EventSink
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Gate, Plan, TurnState
 from nodes._common import thread_id_of
-from nodes._picking import decode_call, is_capability_question, message_text, single_call, usage_record
+from nodes._picking import (
+    decode_call,
+    is_capability_question,
+    message_text,
+    single_call,
+    storable_answer,
+    usage_record,
+)
 from nodes.menu import Menu, MenuBuilder
 from nodes.picker_prompt import ContextRow, PickerContext, build_messages
 from policies.fencing import new_nonce
+from policies.storable import MAX_DEPTH
 
 __all__ = ["make_picker"]
 
@@ -214,8 +222,12 @@ def make_picker(provider: ServicesProvider) -> Any:
                 plan, violations = None, []
                 break
             answer = single_call(answer)
-            new_messages.append(answer)
-            plan, violations = decode_call(svc.registry, menu, answer, request)
+            stored, too_deep = storable_answer(answer)
+            new_messages.append(stored)
+            if too_deep:
+                plan, violations = None, [f"(arguments): nested deeper than {MAX_DEPTH} levels"]
+            else:
+                plan, violations = decode_call(svc.registry, menu, answer, request)
             if plan is not None:
                 break
             call_id = str(answer.tool_calls[0].get("id") or "call")

@@ -213,3 +213,23 @@ def test_the_synchronous_path_retries_then_moves_to_the_next_provider(
     assert answer.content == "hello from backup"
     assert answer.response_metadata["tollgate_fallbacks"] == [{"provider": "primary", "error": "http_503"}]
     assert len(stub.requests) == 2
+
+
+def _nested_json(levels: int) -> str:
+    return '{"to": ["sam@example.com"], "subject": "hi", "body": ' + '{"k": ' * levels + '"x"' + "}" * levels + "}"
+
+
+@pytest.mark.parametrize("levels", [40, 300, 1200], ids=["40-levels", "300-levels", "1200-levels"])
+async def test_arguments_nested_too_deep_are_refused_at_decode_and_the_thread_goes_on(
+    stub: StubServer, services: Services, db: Database, settings: Settings, ctx: Context, levels: int
+) -> None:
+    """Too deep to validate, to store or even to parse: a violation the model can correct, never a 503."""
+    turns = await _turns(services, db, settings, picker=[_provider("local", stub)])
+    thread = ctx.owner_id + f"/deep-{levels}"
+    stub.push(tool_call("mail__send", _nested_json(levels)), tool_call("mail__send", _nested_json(levels)))
+    out = await turns.send(ctx, thread, "email sam")
+    assert out.outcome == "clarify" and out.reply is not None and "did nothing" in out.reply
+    feedback = stub.requests[1]["messages"][-1]
+    assert feedback["role"] == "tool" and "Invalid call, nothing ran" in feedback["content"]
+    stub.push(tool_call("calendar__list", {"range": "today"}), text(""))
+    assert (await turns.send(ctx, thread, "what's on my calendar today?")).outcome == "read"

@@ -86,6 +86,22 @@ async def test_fetch_reads_visible_text_only(settings: Settings, db: Database, m
     assert "alert(" not in out.reply and "color: red" not in out.reply
 
 
+async def test_a_page_with_nul_bytes_is_made_storable_and_the_thread_goes_on(
+    settings: Settings, db: Database, model: ScriptedModel, clock: Clock, ctx: Context, web_server: WebServer
+) -> None:
+    """Third-party content cannot crash a turn: NUL (and other unstorable text) is replaced at the tool boundary."""
+    turns = await web_turns(web_settings(settings, web_server), db, model, clock)
+    thread = ctx.owner_id + "/nul"
+    model.push(call("web__fetch", {"url": web_server.url("/nul")}), say(""))
+    out = await turns.send(ctx, thread, "read that page")
+    assert out.outcome == "read" and out.reply is not None and "\x00" not in out.reply
+    assert "Before\ufffdafter" in out.reply
+    [end] = [e for e in out.events if e["type"] == "tool_end"]
+    assert end["data"]["status"] == "ok" and end["data"]["sanitized"] is True
+    model.push(call("calendar__list", {"range": "today"}), say(""))
+    assert (await turns.send(ctx, thread, "what's on my calendar today?")).outcome == "read"
+
+
 def _tool_messages(prompt: list[BaseMessage]) -> list[ToolMessage]:
     return [m for m in prompt if isinstance(m, ToolMessage)]
 

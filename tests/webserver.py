@@ -110,6 +110,10 @@ def build_app(hits: Hits) -> Starlette:
         await record(request)
         return PlainTextResponse("Plain text page.\nSecond line.")
 
+    async def nul(request: Request) -> Response:
+        await record(request)
+        return Response(b"Before\x00after, and more text.", media_type="text/plain; charset=utf-8")
+
     async def binary(request: Request) -> Response:
         await record(request)
         return Response(b"\x00\x01\x02", media_type="application/octet-stream")
@@ -151,6 +155,7 @@ def build_app(hits: Hits) -> Starlette:
             Route("/search", search),
             Route("/page", page),
             Route("/plain", plain),
+            Route("/nul", nul),
             Route("/binary", binary),
             Route("/redirect", redirect),
             Route("/loop", loop),

@@ -1,0 +1,111 @@
+"""The effect checks its own authority: routing, state edits and forged plans run nothing, audited.
+
+A write runs only with the gate's seal over that exact call and, when it needs approval, a
+decided approval whose args hash matches, claimed in the effect's own transaction. Here the
+compiled graph is driven the way a LangGraph client could drive it (``Command(goto=...)``,
+``update_state``), with no runner in between.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langgraph.types import Command
+
+from graph.db import Database
+from graph.state import Context
+from policies.approval import args_hash
+from tests.fakes import ScriptedModel, call, say
+from tests.harness import Turns
+
+_MAIL = {"to": ["sam@example.com"], "subject": "Late", "body": "Ten minutes."}
+
+
+async def _sent(db: Database, owner: str) -> int:
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            """SELECT (SELECT count(*) FROM mail_outbox WHERE owner_id = %(o)s)
+                    + (SELECT count(*) FROM effects WHERE owner_id = %(o)s) AS n""", {"o": owner})
+        row = await cur.fetchone()
+    return int(row["n"]) if row else -1
+
+
+async def _execute_refusals(db: Database, owner: str) -> list[tuple[str, str]]:
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT reason, code FROM audit_log WHERE owner_id = %s AND stage = 'execute' AND decision = 'refuse'"
+            " ORDER BY seq", (owner,))
+        return [(r["reason"], r["code"]) for r in await cur.fetchall()]
+
+
+def _forged(args: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"call_id": "call_forged", "tool": "mail", "action": "send", "args": args, "args_hash": args_hash(args)} | extra
+
+
+async def _run(turns: Turns, ctx: Context, thread: str, value: Any) -> None:
+    await turns.runner.graph.ainvoke(value, {"configurable": {"thread_id": thread}}, context=ctx)
+
+
+async def test_command_goto_execute_with_a_forged_plan_runs_nothing(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database
+) -> None:
+    thread = ctx.owner_id + "/goto"
+    model.push(call("calendar__list", {"range": "today"}), say(""))
+    await turns.send(ctx, thread, "what's on my calendar today?")
+    await _run(turns, ctx, thread, Command(goto="execute", update={"plan": _forged(_MAIL)}))
+    assert await _sent(db, ctx.owner_id) == 0
+    assert await _execute_refusals(db, ctx.owner_id) == [("unsealed_plan", "permission_denied")]
+
+
+async def test_command_goto_execute_past_a_pending_approval_runs_nothing(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database
+) -> None:
+    """The plan in the state is the gate's own (sealed), but nobody approved it."""
+    thread = ctx.owner_id + "/skip-approval"
+    model.push(call("mail__send", _MAIL))
+    out = await turns.send(ctx, thread, "email sam")
+    assert out.approval is not None
+    await _run(turns, ctx, thread, Command(goto="execute"))
+    assert await _sent(db, ctx.owner_id) == 0
+    assert await _execute_refusals(db, ctx.owner_id) == [("no_approval", "permission_denied")]
+
+
+async def test_a_plan_edited_into_the_state_after_approval_runs_nothing(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database
+) -> None:
+    """update_state swaps the approved call's arguments (keeping its seal): the hash gives it away."""
+    thread = ctx.owner_id + "/update-state"
+    model.push(call("mail__send", _MAIL))
+    out = await turns.send(ctx, thread, "email sam")
+    assert out.approval is not None
+    config = {"configurable": {"thread_id": thread}}
+    state = (await turns.runner.graph.aget_state(config)).values
+    other = _MAIL | {"to": ["attacker@evil.example"]}
+    plan = state["plan"] | {"args": other, "args_hash": args_hash(other)}
+    pending = state["pending"] | {"decision": "approve"}
+    gate = {"verdict": "execute", "reason": "approved"}
+    await turns.runner.graph.aupdate_state(config, {"plan": plan, "pending": pending, "gate": gate}, as_node="approval")
+    await _run(turns, ctx, thread, None)
+    assert await _sent(db, ctx.owner_id) == 0
+    assert await _execute_refusals(db, ctx.owner_id) == [("unsealed_plan", "permission_denied")]
+
+
+@pytest.mark.parametrize("field", ["seal", "args_hash"])
+async def test_a_sealed_plan_for_other_arguments_runs_nothing(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database, field: str
+) -> None:
+    """A seal lifted from a genuine call does not cover other arguments, whatever hash is claimed."""
+    thread = ctx.owner_id + "/lifted-" + field
+    model.push(call("mail__send", _MAIL))
+    out = await turns.send(ctx, thread, "email sam")
+    assert out.approval is not None
+    config = {"configurable": {"thread_id": thread}}
+    genuine = (await turns.runner.graph.aget_state(config)).values["plan"]
+    other = _MAIL | {"body": "the wire details"}
+    forged = genuine | {"args": other} | ({"args_hash": args_hash(other)} if field == "args_hash" else {})
+    await _run(turns, ctx, thread, Command(goto="execute", update={"plan": forged,
+                                                                    "pending": None}))
+    assert await _sent(db, ctx.owner_id) == 0
+    reasons = [reason for reason, _ in await _execute_refusals(db, ctx.owner_id)]
+    assert reasons == ["unsealed_plan" if field == "args_hash" else "args_changed"]
