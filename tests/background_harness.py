@@ -70,6 +70,7 @@ def worker_env(settings: Settings) -> dict[str, str]:
         TOLLGATE_WORKER_STALL_SECONDS=str(settings.worker_stall_seconds),
         TOLLGATE_SCHEDULER_TICK_SECONDS=str(settings.scheduler_tick_seconds),
         TOLLGATE_WORKER_CONCURRENCY=str(settings.worker_concurrency),
+        TOLLGATE_THREAD_LEASE_SECONDS=str(settings.thread_lease_seconds),
     )
 
 

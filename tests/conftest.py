@@ -112,8 +112,9 @@ from tests.server_harness import api, live_server  # noqa: E402, F401  - HTTP fi
 
 @pytest.fixture(scope="session")
 def bg_settings(settings: Settings) -> Settings:
-    """The session settings with worker timings fast enough for tests (stall after 2 s, 1 s ticks)."""
+    """The session settings with worker timings fast enough for tests (stall after 2 s, 1 s ticks,
+    and a thread lease that runs out before a stalled worker is presumed dead)."""
     return settings.model_copy(update={
         "worker_poll_seconds": 0.2, "worker_heartbeat_seconds": 0.3, "worker_stall_seconds": 2.0,
-        "scheduler_tick_seconds": 1, "worker_concurrency": 2,
+        "scheduler_tick_seconds": 1, "worker_concurrency": 2, "thread_lease_seconds": 1.5,
     })

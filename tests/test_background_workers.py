@@ -108,6 +108,45 @@ async def test_a_worker_killed_mid_run_hands_the_run_to_another_worker_which_com
     assert await count(db, "SELECT count(*) FROM transcript WHERE turn_id = %s", f"bg:{run.run_id}") == 1
 
 
+async def test_a_stalled_worker_and_its_successor_drive_the_run_once_and_the_zombie_writes_nothing(
+    bg_app: App, fleet: Fleet, db: Database, owner: str
+) -> None:
+    """The first worker's event loop blocks past the stall time (no heartbeat, no lease renewal), then
+    goes on as a zombie: the successor owns the run, its approval is decidable, the zombie moves nothing."""
+    from graph.background.api import decide_background
+
+    ctx = Context(owner_id=owner, timezone="Europe/Paris")
+    run = await create_run(bg_app, ctx, "add a task to buy oat milk stall-once")
+
+    async def awaiting() -> dict[str, object] | None:
+        row = await run_row(db, run.run_id)
+        return row if row["status"] == "awaiting_approval" and row["attempts"] == 2 else None
+
+    row = await wait_until(awaiting, timeout=60, what="the successor to raise the run's approval")
+    await asyncio.sleep(6)  # the zombie wakes up meanwhile and tries to go on
+    row = await run_row(db, run.run_id)
+    assert (row["status"], row["attempts"]) == ("awaiting_approval", 2)  # the zombie moved nothing
+    pending = await bg_app.runner.pending_approvals(ctx)
+    assert [p.approval_id for p in pending] == [row["approval_id"]]  # one approval, the successor's: decidable
+    assert await decide_background(bg_app, ctx, row["approval_id"], {"type": "approve"}) == run.run_id
+    await _all_final(db, [run.run_id])
+    row = await run_row(db, run.run_id)
+    assert row["status"] == "succeeded"
+    assert await count(db, "SELECT count(*) FROM tasks WHERE owner_id = %s AND title ILIKE %s", owner, "%oat milk%") == 1
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT kind, attempt FROM background_run_events WHERE run_id = %s AND attempt > 0 ORDER BY id",
+            (run.run_id,))
+        entries = [(r["kind"], r["attempt"]) for r in await cur.fetchall()]
+        cur = await conn.execute("SELECT status FROM approvals WHERE thread_id = %s", (run.thread_id,))
+        statuses = sorted(r["status"] for r in await cur.fetchall())
+    retried = entries.index(("retried", 2))
+    assert entries[:retried] == [("started", 1)]  # the zombie's turn event came after the takeover: refused
+    assert all(attempt >= 2 for _, attempt in entries[retried:])  # nothing of attempt 1 after the takeover
+    assert statuses == ["executed"]  # the zombie raised no approval of its own
+    assert await count(db, "SELECT count(*) FROM transcript WHERE turn_id = %s", f"bg:{run.run_id}") == 1
+
+
 async def test_a_run_that_always_crashes_its_worker_fails_after_three_attempts_with_an_honest_error(
     bg_app: App, fleet: Fleet, db: Database, owner: str
 ) -> None:

@@ -5,7 +5,9 @@ and the ``TOLLGATE_WORKER_*`` timings come from the environment; the picker is t
 offline one. Faults are injected through the worker's observation hook, keyed by the run's
 title: ``crash-always`` SIGKILLs the worker at the run's first tool start, every time;
 ``crash-once`` does so only for the first worker to get there (an ``O_EXCL`` marker file in
-``TOLLGATE_DATA_DIR``). Prints ``ready <pid>`` once the worker is about to start.
+``TOLLGATE_DATA_DIR``); ``stall-once`` blocks the first worker's event loop at the run's first
+event for ``TOLLGATE_TEST_STALL_SECONDS`` (no heartbeat, no lease renewal: presumed dead, taken
+over), then lets it go on as a zombie. Prints ``ready <pid>`` once the worker is about to start.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import graph._env  # noqa: F401
@@ -24,18 +27,26 @@ from graph.events import TurnEvent
 from graph.settings import Settings
 
 
+def _first(run: BackgroundRun, what: str) -> bool:
+    """Whether this worker is the first to get here for ``run`` (an ``O_EXCL`` marker file)."""
+    marker = Path(os.environ["TOLLGATE_DATA_DIR"]) / f"{what}-{run.run_id}"
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
 def _crash(run: BackgroundRun, event: TurnEvent) -> None:
+    if "stall-once" in run.title and event["type"] == "planner_decision" and _first(run, "stalled"):
+        time.sleep(float(os.environ.get("TOLLGATE_TEST_STALL_SECONDS", "6")))  # blocks the whole event loop
+        return
     if event["type"] != "tool_start":
         return
     if "crash-always" in run.title:
         os.kill(os.getpid(), signal.SIGKILL)
-    if "crash-once" in run.title:
-        marker = Path(os.environ["TOLLGATE_DATA_DIR"]) / f"crashed-{run.run_id}"
-        try:
-            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            return
-        os.close(fd)
+    if "crash-once" in run.title and _first(run, "crashed"):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
