@@ -62,15 +62,15 @@ class TollgateSaver(AsyncPostgresSaver):
 
     @asynccontextmanager
     async def _on_connection(self, *, fenced: bool) -> AsyncIterator[AsyncPostgresSaver]:
-        """LangGraph's saver bound to one pooled connection for one operation (in a fenced transaction)."""
-        lease = leases.current() if fenced else None
-        async with self.pool.connection() as conn:
-            if lease is None:
+        """LangGraph's saver bound to one pooled connection for one operation (fenced: see :func:`graph.leases.fenced`)."""
+        if not fenced:
+            async with self.pool.connection() as conn:
                 yield AsyncPostgresSaver(conn=conn, serde=self.serde)
-                return
-            async with conn.transaction():
-                await leases.check(conn, lease)
-                yield AsyncPostgresSaver(conn=conn, serde=self.serde)
+            return
+        async with leases.fenced_pipeline(self.pool) as (conn, pipeline):
+            # Bound to the pipeline the fence check is queued in, LangGraph's statements go with
+            # the check: one round trip, one implicit transaction.
+            yield AsyncPostgresSaver(conn=conn, pipe=pipeline, serde=self.serde)
 
     async def _audited(self, config: RunnableConfig | None, exc: CheckpointRefused) -> None:
         await audit_refusal(self.pool, config, exc)

@@ -30,12 +30,16 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final
 
-from psycopg import AsyncConnection
+import psycopg
+from psycopg import AsyncConnection, AsyncPipeline
 from psycopg_pool import AsyncConnectionPool
 
 from policies.errors import ErrorCode, TollgateError, Unavailable
 
-__all__ = ["Lease", "LeaseLost", "Leases", "bound", "check", "current", "fenced"]
+__all__ = [
+    "LEASE_LOST", "Lease", "LeaseLost", "Leases", "bound", "check", "current", "fenced", "fenced_pipeline",
+    "fenced_transaction", "lost",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -49,13 +53,16 @@ VALUES (%(thread)s, %(holder)s, 1, clock_timestamp() + make_interval(secs => %(t
 ON CONFLICT (thread_id) DO UPDATE
     SET holder = EXCLUDED.holder, fence = l.fence + 1, expires_at = EXCLUDED.expires_at
     WHERE l.holder IS NULL OR l.expires_at < clock_timestamp()
-RETURNING l.fence, (SELECT holder FROM prev) IS NOT NULL AS stale
+RETURNING l.fence, (SELECT holder FROM prev) IS NOT NULL AS stale,
+          (SELECT owner_id FROM threads WHERE thread_id = %(thread)s) AS owner_id
 """
 _RENEW_SQL: Final = """UPDATE thread_leases SET expires_at = clock_timestamp() + make_interval(secs => %s)
                        WHERE thread_id = %s AND fence = %s AND holder = %s RETURNING 1"""
 _RELEASE_SQL: Final = """UPDATE thread_leases SET holder = NULL, expires_at = clock_timestamp()
                          WHERE thread_id = %s AND fence = %s AND holder = %s"""
-_CHECK_SQL: Final = """SELECT 1 FROM thread_leases WHERE thread_id = %s AND fence = %s AND holder = %s FOR SHARE"""
+_CHECK_SQL: Final = "SELECT tollgate_hold_fence(%s::text, %s::bigint, %s::text)"
+LEASE_LOST: Final = "TGL01"
+"""The SQLSTATE of a failed fence check (migration 0009's ``tollgate_hold_fence``)."""
 _FIRST_RETRY: Final = 0.02
 _MAX_RETRY: Final = 0.5
 
@@ -72,6 +79,8 @@ class Lease:
     """The fencing token: grows each time the thread is taken."""
     stale: bool
     """The previous holder's lease had run out (it died or stalled): its work may be half done."""
+    owner_id: str | None = None
+    """The thread's owner when the lease was taken (``None``: a thread not claimed yet)."""
 
 
 class LeaseLost(TollgateError):
@@ -107,24 +116,65 @@ def bound(lease: Lease) -> Iterator[Lease]:
 
 
 async def check(conn: AsyncConnection[Any], lease: Lease) -> None:
-    """In ``conn``'s transaction: refuse (:class:`LeaseLost`) unless ``lease`` still holds its thread.
+    """Queue the fence check of ``lease`` on ``conn``, in the transaction of what follows it.
 
-    The row stays locked ``FOR SHARE`` until the transaction ends, so the thread cannot be taken
-    from this holder between the check and the commit.
+    The check holds the lease row ``FOR SHARE`` until that transaction ends, so the thread cannot
+    be taken from this holder between the check and the commit; when the lease was lost it fails
+    the transaction (SQLSTATE :data:`LEASE_LOST`), and nothing queued after it runs.
     """
-    cur = await conn.execute(_CHECK_SQL, (lease.thread_id, lease.fence, lease.holder))
-    if await cur.fetchone() is None:
-        raise LeaseLost(lease.thread_id, lease.fence)
+    await conn.execute(_CHECK_SQL, (lease.thread_id, lease.fence, lease.holder))
+
+
+def lost(exc: BaseException) -> bool:
+    """Whether ``exc`` is the database saying the fence check failed."""
+    return isinstance(exc, psycopg.Error) and exc.sqlstate == LEASE_LOST
+
+
+@asynccontextmanager
+async def fenced_pipeline(pool: AsyncConnectionPool[Any]) -> AsyncIterator[tuple[AsyncConnection[Any], AsyncPipeline]]:
+    """A pooled connection and its pipeline, whose statements commit together after the lease's fence check.
+
+    On an autocommit connection PostgreSQL runs everything sent before a pipeline's Sync as one
+    implicit transaction (the extended query protocol's rule), so the check, the block's
+    statements and the commit cost one round trip, plus one per result read inside the block.
+    If the lease was lost (:class:`LeaseLost`) or a statement fails, none of it is committed.
+    Without a current lease (Studio's own runs) there is nothing to check.
+    """
+    lease = current()
+    async with pool.connection() as conn:
+        try:
+            async with conn.pipeline() as pipeline:
+                if lease is not None:
+                    await check(conn, lease)
+                yield conn, pipeline
+        except psycopg.Error as exc:
+            if lease is not None and lost(exc):
+                raise LeaseLost(lease.thread_id, lease.fence) from None
+            raise
 
 
 @asynccontextmanager
 async def fenced(pool: AsyncConnectionPool[Any]) -> AsyncIterator[AsyncConnection[Any]]:
-    """A pooled connection in a transaction that has checked the current lease (when there is one)."""
-    async with pool.connection() as conn, conn.transaction():
-        lease = current()
-        if lease is not None:
-            await check(conn, lease)
+    """:func:`fenced_pipeline`, for a block that needs only the connection."""
+    async with fenced_pipeline(pool) as (conn, _pipeline):
         yield conn
+
+
+@asynccontextmanager
+async def fenced_transaction(pool: AsyncConnectionPool[Any]) -> AsyncIterator[AsyncConnection[Any]]:
+    """Like :func:`fenced`, as an explicit transaction: for a tool's effect, whose code may open
+    savepoints of its own (``conn.transaction()`` inside it nests)."""
+    lease = current()
+    async with pool.connection() as conn:
+        try:
+            async with conn.transaction():
+                if lease is not None:
+                    await check(conn, lease)
+                yield conn
+        except psycopg.Error as exc:
+            if lease is not None and lost(exc):
+                raise LeaseLost(lease.thread_id, lease.fence) from None
+            raise
 
 
 def _holder() -> str:
@@ -171,7 +221,8 @@ class Leases:
             row = await cur.fetchone()
         if row is None:
             return None
-        return Lease(thread_id=thread_id, holder=holder, fence=int(row["fence"]), stale=bool(row["stale"]))
+        return Lease(thread_id=thread_id, holder=holder, fence=int(row["fence"]), stale=bool(row["stale"]),
+                     owner_id=row["owner_id"])
 
     async def acquire(self, thread_id: str) -> Lease:
         """Take the thread, waiting up to ``wait_seconds`` for its holder; else :class:`Unavailable`."""

@@ -26,6 +26,9 @@ class CompatibleChatOpenAI(ChatOpenAI):
     in ``additional_kwargs`` so the graph can emit it as its own event kind.
     """
 
+    # The one private hook of a dependency: ChatOpenAI has no public way to keep a delta's extra
+    # fields (LangChain's provider packages override this same method); the reasoning-delta test
+    # in tests/test_models_http.py fails loudly if a release changes it.
     def _convert_chunk_to_generation_chunk(
         self, chunk: dict[str, Any], default_chunk_class: type, base_generation_info: dict[str, Any] | None
     ) -> ChatGenerationChunk | None:

@@ -147,30 +147,23 @@ class TurnRunner:
     # --- holding a thread ---------------------------------------------------------------------
 
     @asynccontextmanager
-    async def _hold(self, ctx: Context, thread_id: str) -> AsyncIterator[Lease]:
+    async def _hold(self, ctx: Context, thread_id: str, *, must_exist: bool) -> AsyncIterator[Lease]:
         """Hold ``thread_id`` for a turn of ``ctx``'s owner: in process, then a slot, then the lease.
 
-        Turns queued on one thread wait on an in-process lock first, holding no slot; a lease
+        Turns queued on one thread wait on an in-process lock first, holding no slot. The lease
+        is taken with the thread's owner read in the same statement: another owner's thread (or
+        a missing one, with ``must_exist``) is ``NotFound`` and the lease goes at once. A lease
         taken over from a holder that ran out of time is reconciled before the turn starts.
         """
         lock = self._locks.get(thread_id)
         if lock is None:
             lock = self._locks[thread_id] = asyncio.Lock()
         async with lock, self.slots.hold(ctx.owner_id), self.leases.hold(thread_id) as lease:
+            if (lease.owner_id is None and must_exist) or (lease.owner_id not in (None, ctx.owner_id)):
+                raise NotFound("thread", thread_id)  # another owner's thread is indistinguishable from none
             if lease.stale:
                 await self._reconcile(thread_id)
             yield lease
-
-    async def _owner_of(self, thread_id: str) -> str | None:
-        async with self.services.db.pool.connection() as conn:
-            cur = await conn.execute("SELECT owner_id FROM threads WHERE thread_id = %s", (thread_id,))
-            row = await cur.fetchone()
-        return str(row["owner_id"]) if row else None
-
-    async def _require_thread(self, ctx: Context, thread_id: str, *, must_exist: bool) -> None:
-        owner = await self._owner_of(thread_id)
-        if (owner is None and must_exist) or (owner is not None and owner != ctx.owner_id):
-            raise NotFound("thread", thread_id)  # another owner's thread is indistinguishable from none
 
     async def _waiting(self, thread_id: str) -> _Waiting | None:
         """The approval request the thread's latest checkpoint is interrupted on, if any."""
@@ -263,15 +256,12 @@ class TurnRunner:
         kind = thread_kind(thread_id)
         if kind == "inbox" or (kind == "run" and ctx.channel != "background"):
             raise ThreadReadOnly(thread_id, kind)
-        await self._require_thread(ctx, thread_id, must_exist=False)
-        async with self._hold(ctx, thread_id):
-            await self._require_thread(ctx, thread_id, must_exist=False)  # claimed meanwhile by another owner?
+        async with self._hold(ctx, thread_id, must_exist=False):
             async for event in self._run(ctx, thread_id, {"messages": [HumanMessage(content=message)]}):
                 yield event
 
     async def stream_resume(self, ctx: Context, thread_id: str, value: Any) -> AsyncIterator[TurnEvent]:
         """Resume an interrupted turn with a raw value (``{"token": ..., "decisions": [...]}``, as Studio sends it)."""
-        await self._require_thread(ctx, thread_id, must_exist=True)
         async for event in self._audited(ctx, thread_id, self._resume(ctx, thread_id, None, value)):
             yield event
 
@@ -301,8 +291,7 @@ class TurnRunner:
         ``approval_id`` given: ``value`` is one decision for that approval (the token is the
         server's). Otherwise ``value`` is a raw resume whose token names the approval.
         """
-        async with self._hold(ctx, thread_id):
-            await self._require_thread(ctx, thread_id, must_exist=True)
+        async with self._hold(ctx, thread_id, must_exist=True):
             waiting = await self._waiting(thread_id)
             if waiting is None:
                 await self._reconcile(thread_id)

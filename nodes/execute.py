@@ -106,7 +106,7 @@ async def _run_once(
             async with svc.db.pool.connection() as conn:
                 cleaned = storable(await _call(spec, plan, ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args))
                 return cleaned.value, False, cleaned.changed
-        async with leases.fenced(svc.db.pool) as conn:
+        async with leases.fenced_transaction(svc.db.pool) as conn:
             if approval is not None and not await approvals.claim(
                 conn, approval, thread_id=thread_id, owner_id=ctx.owner_id, tool=plan["tool"], action=plan["action"],
                 args_hash=plan["args_hash"],

@@ -166,7 +166,7 @@ def make_picker(provider: ServicesProvider) -> Any:
             setup = {"thread": thread_id, "owner": ctx.owner_id, "limit": svc.settings.history_turns}
             async with leases.fenced(svc.db.pool) as conn:
                 cur = await conn.execute(_SETUP_SQL, setup)
-                row = await cur.fetchone()
+            row = await cur.fetchone()  # read once committed: the check, the setup and the commit are one round trip
             if row is None or row["owner_id"] != ctx.owner_id:
                 # The thread exists and belongs to someone else: act on nothing.
                 sink.emit("planner_decision", decision="refuse", code="permission_denied")

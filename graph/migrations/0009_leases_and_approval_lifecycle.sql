@@ -34,3 +34,16 @@ ALTER TABLE approvals ADD CONSTRAINT approvals_approved_hash
     CHECK (status NOT IN ('approved', 'executing', 'executed') OR approved_args_hash IS NOT NULL);
 CREATE INDEX approvals_pending_expiry ON approvals (expires_at) WHERE status = 'pending';
 CREATE INDEX approvals_thread_open ON approvals (thread_id) WHERE status IN ('pending', 'approved', 'executing');
+
+-- The fence check a turn's write runs first, in the write's own transaction: it holds the lease
+-- row FOR SHARE until that transaction ends (so the thread cannot be taken between the check and
+-- the commit) and fails the whole transaction when the turn no longer holds its thread.
+CREATE FUNCTION tollgate_hold_fence(p_thread text, p_fence bigint, p_holder text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM thread_leases WHERE thread_id = p_thread AND fence = p_fence AND holder = p_holder FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'the lease on this thread was lost' USING ERRCODE = 'TGL01';
+    END IF;
+END
+$$;
