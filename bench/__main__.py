@@ -33,6 +33,7 @@ _SUITES: dict[str, str] = {
     "P1,P2,P4,P5,P6": "bench.turns:run_turn_benchmarks",
     "P3": "bench.serving:run_serving_benchmarks",
     "P7": "bench.background:run_background_benchmarks",
+    "P8": "bench.latency:run_latency_benchmarks",
 }
 """Each suite's ids and where it lives: imported once the database is starting (see ``main``)."""
 
@@ -67,7 +68,7 @@ async def _run(env: Env, suites: list[Suite], smoke: bool, only: set[str]) -> li
     """
     runs = [suite(env, smoke=smoke) for suite in suites]
     results = await asyncio.gather(*runs) if smoke else [await run for run in runs]
-    return [row for rows in results for row in rows if not only or row.id in only]
+    return [row for rows in results for row in rows if not only or row.id in only or row.id[:2] in only]
 
 
 async def _main(env: Env, suites: list[Suite], smoke: bool, only: set[str], profile: Path | None) -> list[Row]:

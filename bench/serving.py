@@ -44,7 +44,7 @@ from graph.db import Database
 from graph.state import Context
 from web.auth import issue_token
 
-__all__ = ["run_serving_benchmarks"]
+__all__ = ["run_serving_benchmarks", "sse_messages"]
 
 CONCURRENCY = 16
 _ASK = "what's on my calendar today?"
@@ -143,7 +143,7 @@ class _Http:
         async with self.session.post("/v1/chat", json=body, headers=headers) as response:
             if response.status != 200 or response.content_type != "text/event-stream":
                 raise RuntimeError(f"POST /v1/chat answered {response.status} {response.content_type}")
-            async for kind, data in _sse(response.content):
+            async for kind, data in sse_messages(response.content):
                 event = json.loads(data)
                 self.threads[i] = event.get("thread_id", self.threads[i])
                 if kind == "message_complete":
@@ -155,7 +155,7 @@ class _Http:
             await self.session.close()
 
 
-async def _sse(lines: aiohttp.StreamReader) -> AsyncIterator[tuple[str, str]]:
+async def sse_messages(lines: aiohttp.StreamReader) -> AsyncIterator[tuple[str, str]]:
     """``(event, data)`` of each message of an SSE stream (comments and ids skipped).
 
     The few lines of the format P3 needs; aiohttp has no SSE reader, and httpx-sse's decoder is private.

@@ -1,0 +1,88 @@
+"""P8's baseline: a bare FastAPI + ``create_agent`` + ``AsyncPostgresSaver`` chat app.
+
+What a developer would write without Tollgate: one ``POST /chat`` that runs a LangChain agent
+with one calendar tool (the same store read Tollgate's ``calendar.list`` makes) on the same
+model endpoint (``OPENAI_BASE_URL``) and the same PostgreSQL (``DATABASE_URL``), with LangGraph's
+own saver over a connection pool. No governance, no event log, no leases: the floor Tollgate is
+measured against. ``python -m uvicorn bench.bare_app:app --port N`` serves it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import graph._env  # noqa: F401 - strict msgpack and no telemetry before langgraph loads
+from fastapi import FastAPI
+from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage
+from langchain_core.tools import StructuredTool
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel, SecretStr
+
+from tools.args import CalendarListArgs
+from tools.calendar import CALENDAR, list_events
+from tools.registry import ExecContext
+
+__all__ = ["app"]
+
+
+class ChatIn(BaseModel):
+    """One message of one owner's thread."""
+
+    owner: str
+    thread_id: str
+    message: str
+
+
+@asynccontextmanager
+async def _lifespan(api: FastAPI) -> AsyncIterator[None]:
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        os.environ["DATABASE_URL"], min_size=1, max_size=20, open=False,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+    )
+    await pool.open(wait=True)
+    model = ChatOpenAI(model="bench-model", base_url=os.environ["OPENAI_BASE_URL"], api_key=SecretStr("not-needed"),
+                       max_retries=0, timeout=120)
+    api.state.pool = pool
+    api.state.model = model
+    api.state.saver = AsyncPostgresSaver(conn=pool)
+    try:
+        yield
+    finally:
+        await pool.close()
+
+
+app = FastAPI(lifespan=_lifespan)
+
+
+def _agent(api: FastAPI, owner: str) -> Any:
+    async def calendar__list(range: str) -> str:  # noqa: A002 - the tool's argument name
+        """List calendar events in a window (today, tomorrow, this week)."""
+        async with api.state.pool.connection() as conn:
+            result = await list_events(ExecContext(owner, "UTC", datetime.now(UTC), conn), CalendarListArgs(range=range))
+        return CALENDAR.actions[0].renderer(result)
+
+    tool = StructuredTool.from_function(coroutine=calendar__list, name="calendar__list")
+    return create_agent(api.state.model, tools=[tool], checkpointer=api.state.saver)
+
+
+@app.post("/chat")
+async def chat(body: ChatIn) -> dict[str, str]:
+    """Run one turn; the reply."""
+    agent = _agent(app, body.owner)
+    out = await agent.ainvoke({"messages": [HumanMessage(body.message)]},
+                              {"configurable": {"thread_id": body.thread_id}})
+    return {"reply": str(out["messages"][-1].content)}
+
+
+@app.get("/ok")
+async def ok() -> dict[str, str]:
+    """Ready."""
+    return {"status": "ok"}

@@ -1,0 +1,232 @@
+"""P8: a real model's latency, side by side: ``tollgate serve`` against a bare FastAPI +
+``create_agent`` + ``AsyncPostgresSaver`` app, on the same loopback model and the same PostgreSQL.
+
+The model is :mod:`bench.model_server` in its own process: every call waits its time to first
+token (1 s by default), and a read turn makes two calls (the tool call, then the reply) on both
+sides. Conversations are independent clients, each on its own thread, each making two read
+turns one after the other; there are ten conversations per owner. Tollgate is driven as its
+users drive it (``POST /v1/chat``, SSE to the end), the bare app with one JSON ``POST /chat``.
+
+* P8a/P8b: turns per second at 200 and 1,000 concurrent conversations, Tollgate over the bare
+  app (both in one run, Tollgate first then the bare app, at each size), and errors at 1,000.
+* P8c: p50 of a turn's latency at 200 conversations, minus the model's own two calls.
+* P8d: an owner's turns while another owner runs 100 at once, over the same turns alone.
+* P8e: resident memory of the Tollgate server per concurrent turn at 1,000 (peak over idle).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+import uuid
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import psutil
+
+from bench.env import Env
+from bench.owners import demo_owner
+from bench.procs import ROOT, Child, free_port, started, tollgate_command
+from bench.rows import Row
+from bench.serving import sse_messages
+from graph._env import child_environment
+from graph.db import Database, open_database
+from web.auth import issue_token
+
+__all__ = ["run_latency_benchmarks"]
+
+_ASK = "what's on my calendar today?"
+_PER_OWNER = 10
+_TURNS = 2
+
+
+@dataclass
+class _Load:
+    """What one load measured."""
+
+    seconds: float
+    latencies: list[float] = field(default_factory=list)
+    errors: int = 0
+
+    @property
+    def turns(self) -> int:
+        return len(self.latencies)
+
+    @property
+    def rate(self) -> float:
+        return self.turns / self.seconds if self.seconds else 0.0
+
+    def p50(self) -> float:
+        return statistics.median(self.latencies) if self.latencies else float("nan")
+
+
+class _Tollgate:
+    """Clients of ``tollgate serve``: ``POST /v1/chat`` streamed as SSE to ``message_complete``."""
+
+    def __init__(self, session: aiohttp.ClientSession, tokens: dict[str, str]) -> None:
+        self.session = session
+        self.tokens = tokens
+
+    async def turn(self, owner: str, thread: str | None) -> str:
+        body: dict[str, Any] = {"message": _ASK} | ({"thread_id": thread} if thread else {})
+        headers = {"Authorization": f"Bearer {self.tokens[owner]}", "Accept": "text/event-stream"}
+        outcome: object = None
+        async with self.session.post("/v1/chat", json=body, headers=headers) as response:
+            if response.status != 200:
+                raise RuntimeError(f"POST /v1/chat answered {response.status}: {(await response.text())[:200]}")
+            async for kind, data in sse_messages(response.content):
+                event = json.loads(data)
+                thread = event.get("thread_id", thread)
+                if kind == "message_complete":
+                    outcome = event["data"]["outcome"]
+        if outcome != "read" or thread is None:
+            raise RuntimeError(f"a Tollgate turn ended with {outcome!r}")
+        return thread
+
+
+class _Bare:
+    """Clients of the bare app: one JSON ``POST /chat`` per turn."""
+
+    def __init__(self, session: aiohttp.ClientSession) -> None:
+        self.session = session
+
+    async def turn(self, owner: str, thread: str | None) -> str:
+        thread = thread or "bare-" + uuid.uuid4().hex
+        async with self.session.post("/chat", json={"owner": owner, "thread_id": thread, "message": _ASK}) as response:
+            if response.status != 200:
+                raise RuntimeError(f"POST /chat answered {response.status}: {(await response.text())[:200]}")
+            await response.json()
+        return thread
+
+
+async def _load(side: _Tollgate | _Bare, owners: list[str], conversations: int) -> _Load:
+    """``conversations`` at once (ten per owner), each making :data:`_TURNS` turns in a row."""
+    out = _Load(seconds=0.0)
+
+    async def conversation(i: int) -> None:
+        thread: str | None = None
+        for _ in range(_TURNS):
+            began = time.perf_counter()
+            try:
+                thread = await side.turn(owners[i // _PER_OWNER], thread)
+            except Exception:  # noqa: BLE001 - counted: P8b's goal is zero
+                out.errors += 1
+                return
+            out.latencies.append(time.perf_counter() - began)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(conversation(i) for i in range(conversations)))
+    out.seconds = time.perf_counter() - start
+    return out
+
+
+async def _rss_peak(process: psutil.Process, stop: asyncio.Event) -> int:
+    peak = 0
+    while not stop.is_set():
+        peak = max(peak, process.memory_info().rss)
+        await asyncio.sleep(0.1)
+    return peak
+
+
+async def _owners(db: Database, count: int) -> tuple[list[str], dict[str, str]]:
+    owners = [await demo_owner(db, f"p8-{i}", "UTC") for i in range(count)]
+    return owners, {owner: await issue_token(db, owner, label="bench") for owner in owners}
+
+
+async def run_latency_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
+    """Run P8 and return its rows."""
+    ttft = 0.05 if smoke else 1.0
+    sizes = (8, 16) if smoke else (200, 1000)
+    burst = 20 if smoke else 100
+    model_port, tollgate_port, bare_port = free_port(), free_port(), free_port()
+    model_url = f"http://127.0.0.1:{model_port}/v1"
+    logs = ROOT / "var" / "bench" / "logs"
+    settings = env.settings
+    tollgate_env = child_environment(
+        settings, OPENAI_BASE_URL=model_url, OPENAI_API_KEY="not-needed", TOLLGATE_PICKER_MODEL="bench-model",
+        TOLLGATE_RATE_LIMIT_BURST="100000", TOLLGATE_RATE_LIMIT_PER_MINUTE="1000000",
+    )
+    bare_env = child_environment(settings, OPENAI_BASE_URL=model_url)
+    python = str(ROOT / ".venv" / "bin" / "python")
+    async with AsyncExitStack() as stack:
+        model: Child = await stack.enter_async_context(started(
+            [python, "-m", "bench.model_server", "--port", str(model_port), "--ttft", str(ttft)],
+            child_environment(settings), logs / "p8-model.log"))
+        tollgate: Child = await stack.enter_async_context(started(
+            tollgate_command("serve", "--port", str(tollgate_port), "--no-worker"), tollgate_env, logs / "p8-tollgate.log"))
+        bare: Child = await stack.enter_async_context(started(
+            [python, "-m", "uvicorn", "bench.bare_app:app", "--port", str(bare_port), "--log-level", "warning"],
+            bare_env, logs / "p8-bare.log"))
+        db = await stack.enter_async_context(open_database(settings))
+        owners, tokens = await _owners(db, max(sizes) // _PER_OWNER + 2)
+        await model.answering(f"http://127.0.0.1:{model_port}/ok")
+        await tollgate.answering(f"http://127.0.0.1:{tollgate_port}/healthz")
+        await bare.answering(f"http://127.0.0.1:{bare_port}/ok")
+        timeout = aiohttp.ClientTimeout(total=600)
+        ours = _Tollgate(await stack.enter_async_context(aiohttp.ClientSession(
+            f"http://127.0.0.1:{tollgate_port}", connector=aiohttp.TCPConnector(limit=0), timeout=timeout)), tokens)
+        theirs = _Bare(await stack.enter_async_context(aiohttp.ClientSession(
+            f"http://127.0.0.1:{bare_port}", connector=aiohttp.TCPConnector(limit=0), timeout=timeout)))
+        for side in (ours, theirs):  # warm-up: imports, pools, prepared statements
+            await _load(side, owners, _PER_OWNER)
+        server = psutil.Process(tollgate.proc.pid)
+        children = server.children(recursive=True)
+        server = children[0] if children else server  # the interpreter behind the console script
+        idle_rss = server.memory_info().rss
+
+        results: dict[tuple[str, int], _Load] = {}
+        peak = 0
+        for size in sizes:
+            stop = asyncio.Event()
+            sampler = asyncio.create_task(_rss_peak(server, stop)) if size == sizes[-1] else None
+            results[("ours", size)] = await _load(ours, owners, size)
+            stop.set()
+            if sampler is not None:
+                peak = await sampler
+            results[("bare", size)] = await _load(theirs, owners, size)
+
+        # P8d: owner B alone, then while owner A runs `burst` turns at once.
+        quiet, busy = owners[-1], owners[-2]
+
+        async def alone() -> list[float]:
+            times = []
+            thread: str | None = None
+            for _ in range(3):
+                began = time.perf_counter()
+                thread = await ours.turn(quiet, thread)
+                times.append(time.perf_counter() - began)
+            return times
+
+        by_itself = await alone()
+        crowd = asyncio.gather(*(ours.turn(busy, None) for _ in range(burst)), return_exceptions=True)
+        await asyncio.sleep(ttft / 2)  # the crowd is in
+        beside = await alone()
+        crowd_out = await crowd
+        crowd_errors = sum(1 for r in crowd_out if isinstance(r, BaseException))
+
+    rows: list[Row] = []
+    model_seconds = _TURNS * ttft
+    for size, row_id in zip(sizes, ("P8a", "P8b"), strict=True):
+        a, b = results[("ours", size)], results[("bare", size)]
+        ratio = a.rate / b.rate if b.rate else 0.0
+        rows.append(Row(row_id, f"turns/s at {size} concurrent conversations: `tollgate serve` / bare create_agent app",
+                        f"{a.rate:.1f}/s / {b.rate:.1f}/s = {ratio:.2f}", "≥ 0.9", ratio >= 0.9))
+        rows.append(Row(row_id, f"failed turns at {size} conversations: Tollgate (bare app, for comparison)",
+                        f"{a.errors} of {a.turns + a.errors} ({b.errors} of {b.turns + b.errors})", "0",
+                        a.errors == 0, counted=True))
+    first = results[("ours", sizes[0])]
+    overhead = (first.p50() - model_seconds) * 1e3
+    rows.append(Row("P8c", f"p50 turn latency at {sizes[0]} conversations minus the model's {_TURNS} calls",
+                    f"{first.p50():.3f} s - {model_seconds:.1f} s = {overhead:.0f} ms", "≤ 50 ms", overhead <= 50))
+    slowdown = statistics.median(beside) / statistics.median(by_itself)
+    rows.append(Row("P8d", f"an owner's turn while another owner runs {burst} at once / alone",
+                    f"{statistics.median(beside):.3f} s / {statistics.median(by_itself):.3f} s = {slowdown:.2f}"
+                    f" (the other owner's errors: {crowd_errors})", "≤ 1.2", slowdown <= 1.2 and crowd_errors == 0))
+    per_turn = (peak - idle_rss) / sizes[-1] / 1024
+    rows.append(Row("P8e", f"server memory per concurrent turn at {sizes[-1]} (peak RSS over idle)",
+                    f"{per_turn:.0f} KiB ({idle_rss / 2**20:.0f} MiB idle, {peak / 2**20:.0f} MiB peak)", "reported", None))
+    return rows
