@@ -10,6 +10,7 @@ measured against. ``python -m uvicorn bench.bare_app:app --port N`` serves it.
 from __future__ import annotations
 
 import os
+from contextvars import ContextVar
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -27,6 +28,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, SecretStr
 
 from tools.args import CalendarListArgs
+from tools.builtin import default_registry
 from tools.calendar import CALENDAR, list_events
 from tools.registry import ExecContext
 
@@ -51,8 +53,7 @@ async def _lifespan(api: FastAPI) -> AsyncIterator[None]:
     model = ChatOpenAI(model="bench-model", base_url=os.environ["OPENAI_BASE_URL"], api_key=SecretStr("not-needed"),
                        max_retries=0, timeout=120)
     api.state.pool = pool
-    api.state.model = model
-    api.state.saver = AsyncPostgresSaver(conn=pool)
+    api.state.agent = create_agent(model, tools=_tools(api), checkpointer=AsyncPostgresSaver(conn=pool))
     try:
         yield
     finally:
@@ -62,22 +63,43 @@ async def _lifespan(api: FastAPI) -> AsyncIterator[None]:
 app = FastAPI(lifespan=_lifespan)
 
 
-def _agent(api: FastAPI, owner: str) -> Any:
-    async def calendar__list(range: str) -> str:  # noqa: A002 - the tool's argument name
-        """List calendar events in a window (today, tomorrow, this week)."""
+_owner: ContextVar[str] = ContextVar("bench_owner")
+"""The caller of the request being served (the agent is built once; its tools read this)."""
+
+
+def _tools(api: FastAPI) -> list[StructuredTool]:
+    """The same functions Tollgate's picker is offered (so both send the model the same schemas);
+    only ``calendar__list`` runs, the store read Tollgate's makes."""
+
+    async def calendar__list(**kwargs: Any) -> str:
         async with api.state.pool.connection() as conn:
-            result = await list_events(ExecContext(owner, "UTC", datetime.now(UTC), conn), CalendarListArgs(range=range))
+            ctx = ExecContext(_owner.get(), "UTC", datetime.now(UTC), conn)
+            result = await list_events(ctx, CalendarListArgs(**kwargs))
         return CALENDAR.actions[0].renderer(result)
 
-    tool = StructuredTool.from_function(coroutine=calendar__list, name="calendar__list")
-    return create_agent(api.state.model, tools=[tool], checkpointer=api.state.saver)
+    async def unavailable(**_kwargs: Any) -> str:
+        return "not available in this benchmark"
+
+    out = []
+    for schema in default_registry().function_schemas():
+        function = schema["function"]
+        spec = default_registry().lookup(function["name"])
+        assert spec is not None
+        out.append(StructuredTool.from_function(
+            coroutine=calendar__list if function["name"] == "calendar__list" else unavailable,
+            name=function["name"], description=function["description"], args_schema=spec[1].args,
+        ))
+    return out
+
+
+
 
 
 @app.post("/chat")
 async def chat(body: ChatIn) -> dict[str, str]:
     """Run one turn; the reply."""
-    agent = _agent(app, body.owner)
-    out = await agent.ainvoke({"messages": [HumanMessage(body.message)]},
+    _owner.set(body.owner)
+    out = await app.state.agent.ainvoke({"messages": [HumanMessage(body.message)]},
                               {"configurable": {"thread_id": body.thread_id}})
     return {"reply": str(out["messages"][-1].content)}
 

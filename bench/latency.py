@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import statistics
 import time
 import uuid
@@ -51,6 +52,7 @@ class _Load:
     seconds: float
     latencies: list[float] = field(default_factory=list)
     errors: int = 0
+    first_errors: list[str] = field(default_factory=list)
 
     @property
     def turns(self) -> int:
@@ -103,18 +105,25 @@ class _Bare:
         return thread
 
 
-async def _load(side: _Tollgate | _Bare, owners: list[str], conversations: int) -> _Load:
-    """``conversations`` at once (ten per owner), each making :data:`_TURNS` turns in a row."""
+async def _load(side: _Tollgate | _Bare, owners: list[str], conversations: int, spread: float) -> _Load:
+    """``conversations`` at once (ten per owner), each making :data:`_TURNS` turns in a row.
+
+    Their first turns start evenly over ``spread`` seconds, as independent people's do, rather
+    than all in the same millisecond.
+    """
     out = _Load(seconds=0.0)
 
     async def conversation(i: int) -> None:
+        await asyncio.sleep(spread * i / conversations)
         thread: str | None = None
         for _ in range(_TURNS):
             began = time.perf_counter()
             try:
                 thread = await side.turn(owners[i // _PER_OWNER], thread)
-            except Exception:  # noqa: BLE001 - counted: P8b's goal is zero
+            except Exception as exc:  # noqa: BLE001 - counted: the goal is zero
                 out.errors += 1
+                if len(out.first_errors) < 3:
+                    out.first_errors.append(f"{type(exc).__name__}: {str(exc)[:160]}")
                 return
             out.latencies.append(time.perf_counter() - began)
 
@@ -122,6 +131,11 @@ async def _load(side: _Tollgate | _Bare, owners: list[str], conversations: int) 
     await asyncio.gather(*(conversation(i) for i in range(conversations)))
     out.seconds = time.perf_counter() - start
     return out
+
+
+def _cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
 
 
 async def _rss_peak(process: psutil.Process, stop: asyncio.Event) -> int:
@@ -141,7 +155,9 @@ async def run_latency_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     """Run P8 and return its rows."""
     ttft = 0.05 if smoke else 1.0
     sizes = (8, 16) if smoke else (200, 1000)
+    unsaturated = 4 if smoke else 40  # few enough that the 2 cores are not what the turns wait for
     burst = 20 if smoke else 100
+    spread = _TURNS * ttft  # first turns arrive over one turn's model time
     model_port, tollgate_port, bare_port = free_port(), free_port(), free_port()
     model_url = f"http://127.0.0.1:{model_port}/v1"
     logs = ROOT / "var" / "bench" / "logs"
@@ -172,22 +188,38 @@ async def run_latency_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
         theirs = _Bare(await stack.enter_async_context(aiohttp.ClientSession(
             f"http://127.0.0.1:{bare_port}", connector=aiohttp.TCPConnector(limit=0), timeout=timeout)))
         for side in (ours, theirs):  # warm-up: imports, pools, prepared statements
-            await _load(side, owners, _PER_OWNER)
+            await _load(side, owners, _PER_OWNER, 0.0)
         server = psutil.Process(tollgate.proc.pid)
         children = server.children(recursive=True)
         server = children[0] if children else server  # the interpreter behind the console script
+        baseline = psutil.Process(bare.proc.pid)
         idle_rss = server.memory_info().rss
+        cpu: dict[tuple[str, int], float] = {}
 
         results: dict[tuple[str, int], _Load] = {}
+        results[("ours", unsaturated)] = await _load(ours, owners, unsaturated, spread)
+        results[("bare", unsaturated)] = await _load(theirs, owners, unsaturated, spread)
         peak = 0
         for size in sizes:
             stop = asyncio.Event()
             sampler = asyncio.create_task(_rss_peak(server, stop)) if size == sizes[-1] else None
-            results[("ours", size)] = await _load(ours, owners, size)
+            spy = None
+            if os.environ.get("P8_PYSPY") and size == sizes[-1]:
+                import subprocess
+                spy = subprocess.Popen([str(ROOT / ".venv" / "bin" / "py-spy"), "record", "--pid", str(server.pid),
+                                        "--format", "raw", "-o", os.environ["P8_PYSPY"], "--nonblocking", "--rate", "50"])
+            before = _cpu(server)
+            results[("ours", size)] = await _load(ours, owners, size, spread)
+            cpu[("ours", size)] = _cpu(server) - before
+            if spy is not None:
+                spy.send_signal(2)
+                spy.wait()
             stop.set()
             if sampler is not None:
                 peak = await sampler
-            results[("bare", size)] = await _load(theirs, owners, size)
+            before = _cpu(baseline)
+            results[("bare", size)] = await _load(theirs, owners, size, spread)
+            cpu[("bare", size)] = _cpu(baseline) - before
 
         # P8d: owner B alone, then while owner A runs `burst` turns at once.
         quiet, busy = owners[-1], owners[-2]
@@ -215,13 +247,19 @@ async def run_latency_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
         ratio = a.rate / b.rate if b.rate else 0.0
         rows.append(Row(row_id, f"turns/s at {size} concurrent conversations: `tollgate serve` / bare create_agent app",
                         f"{a.rate:.1f}/s / {b.rate:.1f}/s = {ratio:.2f}", "≥ 0.9", ratio >= 0.9))
+        rows.append(Row(row_id, f"server CPU per turn at {size} conversations: Tollgate / bare app",
+                        f"{cpu[('ours', size)] / max(a.turns, 1) * 1e3:.1f} ms / "
+                        f"{cpu[('bare', size)] / max(b.turns, 1) * 1e3:.1f} ms", "-", None))
         rows.append(Row(row_id, f"failed turns at {size} conversations: Tollgate (bare app, for comparison)",
-                        f"{a.errors} of {a.turns + a.errors} ({b.errors} of {b.turns + b.errors})", "0",
+                        f"{a.errors} of {a.turns + a.errors} ({b.errors} of {b.turns + b.errors})"
+                        + (f"; first: {'; '.join(a.first_errors)}" if a.first_errors else ""), "0",
                         a.errors == 0, counted=True))
-    first = results[("ours", sizes[0])]
-    overhead = (first.p50() - model_seconds) * 1e3
-    rows.append(Row("P8c", f"p50 turn latency at {sizes[0]} conversations minus the model's {_TURNS} calls",
-                    f"{first.p50():.3f} s - {model_seconds:.1f} s = {overhead:.0f} ms", "≤ 50 ms", overhead <= 50))
+    for size in (sizes[0], unsaturated):
+        first, floor = results[("ours", size)], results[("bare", size)]
+        overhead = (first.p50() - model_seconds) * 1e3
+        rows.append(Row("P8c", f"p50 turn latency at {size} conversations minus the model's {_TURNS} calls",
+                        f"{first.p50():.3f} s - {model_seconds:.1f} s = {overhead:.0f} ms (bare app: "
+                        f"{(floor.p50() - model_seconds) * 1e3:.0f} ms)", "≤ 50 ms", overhead <= 50))
     slowdown = statistics.median(beside) / statistics.median(by_itself)
     rows.append(Row("P8d", f"an owner's turn while another owner runs {burst} at once / alone",
                     f"{statistics.median(beside):.3f} s / {statistics.median(by_itself):.3f} s = {slowdown:.2f}"

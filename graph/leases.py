@@ -23,7 +23,6 @@ import logging
 import os
 import socket
 import uuid
-import weakref
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
@@ -56,8 +55,10 @@ ON CONFLICT (thread_id) DO UPDATE
 RETURNING l.fence, (SELECT holder FROM prev) IS NOT NULL AS stale,
           (SELECT owner_id FROM threads WHERE thread_id = %(thread)s) AS owner_id
 """
-_RENEW_SQL: Final = """UPDATE thread_leases SET expires_at = clock_timestamp() + make_interval(secs => %s)
-                       WHERE thread_id = %s AND fence = %s AND holder = %s RETURNING 1"""
+_RENEW_SQL: Final = """UPDATE thread_leases l SET expires_at = clock_timestamp() + make_interval(secs => %s)
+                       FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS h (thread_id, fence, holder)
+                       WHERE l.thread_id = h.thread_id AND l.fence = h.fence AND l.holder = h.holder
+                       RETURNING l.thread_id, l.fence"""
 _RELEASE_SQL: Final = """UPDATE thread_leases SET holder = NULL, expires_at = clock_timestamp()
                          WHERE thread_id = %s AND fence = %s AND holder = %s"""
 _CHECK_SQL: Final = "SELECT tollgate_hold_fence(%s::text, %s::bigint, %s::text)"
@@ -184,8 +185,7 @@ def _holder() -> str:
 class Leases:
     """Takes, renews and releases thread leases on one pool.
 
-    Within a process, turns waiting for the same thread queue on an :class:`asyncio.Lock`
-    (holding nothing); only the one at the front polls the database for a lease held elsewhere.
+    One task renews every lease the object holds, in one statement, whatever their number.
     """
 
     def __init__(self, pool: AsyncConnectionPool[Any], *, ttl_seconds: float, wait_seconds: float) -> None:
@@ -194,7 +194,8 @@ class Leases:
         self.pool = pool
         self.ttl = ttl_seconds
         self.wait = wait_seconds
-        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._held: set[Lease] = set()
+        self._keeper: asyncio.Task[None] | None = None
 
     async def try_acquire(self, thread_id: str) -> Lease | None:
         """Take the thread if it is free or its holder's lease ran out; ``None`` if it is held.
@@ -238,46 +239,58 @@ class Leases:
             await asyncio.sleep(delay)
             delay = min(delay * 2, _MAX_RETRY)
 
-    async def renew(self, lease: Lease) -> bool:
-        """Extend ``lease``; ``False`` when it was lost."""
+    async def renew(self, held: list[Lease]) -> set[Lease]:
+        """Extend every lease of ``held`` in one statement; return those still held (the rest were lost)."""
+        if not held:
+            return set()
         async with self.pool.connection() as conn:
-            cur = await conn.execute(_RENEW_SQL, (self.ttl, lease.thread_id, lease.fence, lease.holder))
-            return await cur.fetchone() is not None
+            cur = await conn.execute(_RENEW_SQL, (self.ttl, [h.thread_id for h in held], [h.fence for h in held],
+                                                  [h.holder for h in held]))
+            kept = {(str(r["thread_id"]), int(r["fence"])) for r in await cur.fetchall()}
+        return {h for h in held if (h.thread_id, h.fence) in kept}
 
     async def release(self, lease: Lease) -> None:
         """Free the thread (a lease already taken by another is left alone)."""
+        self._held.discard(lease)
         async with self.pool.connection() as conn:
             await conn.execute(_RELEASE_SQL, (lease.thread_id, lease.fence, lease.holder))
 
-    async def _keep(self, lease: Lease) -> None:
+    async def _keep(self) -> None:
+        """Renew every lease this process holds, a third of their time to live apart, in one statement."""
         while True:
             await asyncio.sleep(self.ttl / 3)
+            held = list(self._held)
+            if not held:
+                self._keeper = None
+                return
             try:
-                if not await self.renew(lease):
+                kept = await self.renew(held)
+            except Exception as exc:  # retried at the next tick; the fence protects the writes meanwhile
+                _log.warning("could not renew the thread leases: %s", type(exc).__name__)
+                continue
+            for lease in held:
+                if lease not in kept and lease in self._held:
+                    self._held.discard(lease)
                     _log.warning("lease on a thread was lost (fence %d); its turn can no longer write", lease.fence)
-                    return
-            except Exception as exc:  # a failed renewal is retried; the fence protects the writes meanwhile
-                _log.warning("could not renew a thread lease: %s", type(exc).__name__)
 
     @asynccontextmanager
     async def hold(self, thread_id: str) -> AsyncIterator[Lease]:
         """Hold ``thread_id`` for the block (renewed while it runs), as the current lease.
 
         Leaving the block releases the lease whatever happens, a cancellation included: the
-        release runs shielded, so a cancelled turn frees its thread at once.
+        release runs shielded, so a cancelled turn frees its thread at once. Callers serialize
+        their own turns on one thread in process (the runner does); this waits only for holders
+        elsewhere.
         """
-        lock = self._locks.get(thread_id)
-        if lock is None:
-            lock = self._locks[thread_id] = asyncio.Lock()
-        async with lock:
-            lease = await self.acquire(thread_id)
-            keeper = asyncio.create_task(self._keep(lease), name=f"lease:{thread_id}")
-            try:
-                with bound(lease):
-                    yield lease
-            finally:
-                keeper.cancel()
-                await _shielded(self.release(lease))
+        lease = await self.acquire(thread_id)
+        self._held.add(lease)
+        if self._keeper is None:
+            self._keeper = asyncio.create_task(self._keep(), name="thread-leases")
+        try:
+            with bound(lease):
+                yield lease
+        finally:
+            await _shielded(self.release(lease))
 
 
 async def _shielded(work: Any) -> None:

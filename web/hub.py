@@ -221,7 +221,7 @@ class TurnHub:
                     return
             if finished and not fresh:
                 return  # it finished without a last event it could record (the database failed)
-            await _wait(signal, _POLL_SECONDS)
+            await signal.wait()  # set by the run's next recorded events or its end
 
     async def close(self) -> None:
         """Let live runs finish for a short grace period, then cancel them."""
