@@ -58,7 +58,7 @@ eval: setup
 	$(PY) -m evals.routing
 	$(PY) -m evals.safety
 
-## Benchmarks: Tollgate vs a bare LangChain agent and `langgraph dev`, as ratios in one run (about 2 minutes).
+## Benchmarks: Tollgate vs a bare LangChain agent, a bare FastAPI agent app on a 1 s model and `langgraph dev`, as ratios in one run (about 4 minutes; see bench/README.md).
 bench: setup setup-studio
 	$(PY) -m bench
 

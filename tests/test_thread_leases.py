@@ -30,7 +30,7 @@ async def test_a_holder_whose_lease_was_taken_over_can_write_nothing(db: Databas
         await conn.execute("INSERT INTO threads (thread_id, owner_id) VALUES (%s, %s)", (thread, owner))
     quick = Leases(db.pool, ttl_seconds=0.2, wait_seconds=5)
     old = await quick.acquire(thread)
-    await asyncio.sleep(0.3)  # it stalls past its lease...
+    await asyncio.sleep(0.5)  # it stalls past its lease...
     new = await quick.acquire(thread)  # ...and another holder takes the thread
     assert new.fence == old.fence + 1 and new.stale
     saver = await open_checkpointer(db)

@@ -104,10 +104,10 @@ async function consumeRun(response, view) {
       attempts += 1;
       setStatus(`Connection lost; reconnecting (${attempts})…`, "warn");
       await new Promise((resolve) => setTimeout(resolve, 1000 * attempts));
-      const query = new URLSearchParams({ turn_id: last.turn_id });
-      response = await api(`/v1/threads/${encodeURIComponent(last.thread_id)}/events?${query}`, {
+      // The event's id in the log is global: it alone says where the stream left off.
+      response = await api(`/v1/threads/${encodeURIComponent(last.thread_id)}/events`, {
         accept: "text/event-stream",
-        headers: { "Last-Event-ID": String(last.seq) },
+        headers: { "Last-Event-ID": String(last.id) },
       });
     }
   }
@@ -319,7 +319,7 @@ async function refreshSide() {
   if (!state.token) return;
   try {
     const [threads, approvals] = await Promise.all([
-      api("/v1/threads?limit=30").then((r) => r.json()),
+      api("/v1/threads?limit=30&kind=chat").then((r) => r.json()),
       api("/v1/approvals").then((r) => r.json()),
     ]);
     const list = $("#thread-list");
