@@ -309,3 +309,32 @@ async def test_command_goto_execute_through_langgraph_dev_runs_nothing_and_is_au
         assert await cur.fetchall() == [
             {"stage": "execute", "decision": "refuse", "reason": "unsealed_plan", "tool": "mail", "action": "send"}
         ]
+
+
+async def test_update_state_through_langgraph_dev_runs_nothing_and_is_audited(
+    studio: LangGraphClient, db: Database, demo_owner: str
+) -> None:
+    """The approved call's arguments swapped with ``update_state`` (seal kept): the effect refuses it."""
+    from policies.approval import args_hash
+
+    contract = EventContract()
+    tid = (await studio.threads.create())["thread_id"]
+    context = {"owner_id": demo_owner}
+    await _run(studio, tid, contract, input=_user("email sam@example.com that I'm running late"), context=context)
+    values = (await studio.threads.get_state(tid))["values"]
+    if not values.get("plan"):
+        pytest.fail(f"the offline picker proposed no write: {values.get('reply')!r}")
+    other = dict(values["plan"]["args"]) | {"to": ["attacker@evil.example"]}
+    plan = values["plan"] | {"args": other, "args_hash": args_hash(other)}
+    update = {"plan": plan, "pending": values["pending"] | {"decision": "approve"},
+              "gate": {"verdict": "execute", "reason": "approved"}}
+    await studio.threads.update_state(tid, update, as_node="approval")
+    run = await studio.runs.create(tid, "tollgate", input=None, context=context)
+    await studio.runs.join(tid, run["run_id"])
+    async with db.pool.connection() as conn:
+        cur = await conn.execute("SELECT count(*) AS n FROM mail_outbox WHERE owner_id = %s", (demo_owner,))
+        assert await cur.fetchone() == {"n": 0}
+        cur = await conn.execute(
+            "SELECT reason FROM audit_log WHERE owner_id = %s AND stage = 'execute' AND decision = 'refuse'",
+            (demo_owner,))
+        assert await cur.fetchall() == [{"reason": "unsealed_plan"}]
