@@ -178,7 +178,10 @@ def live_server(settings: Settings) -> Iterator[LiveServer]:
 
 @pytest.fixture
 async def api(live_server: LiveServer, db: Database, owner: str) -> AsyncIterator[Api]:
-    """A fresh owner with demo data and a bearer token, and a client for the live server."""
+    """A fresh owner with demo data and a bearer token, and a client for the live server.
+
+    When the test is done, the approval contract is checked on every thread of the owner.
+    """
     from tests.conftest import NOW
 
     async with db.pool.connection() as conn, conn.transaction():
@@ -186,3 +189,20 @@ async def api(live_server: LiveServer, db: Database, owner: str) -> AsyncIterato
     token = await issue_token(db, owner, label="test")
     async with httpx.AsyncClient(base_url=live_server.url, timeout=60) as client:
         yield Api(client=client, owner=owner, token=token)
+    await _check_approvals(live_server.settings, db, owner)
+
+
+async def _check_approvals(settings: Settings, db: Database, owner: str) -> None:
+    from graph.approval_contract import check_approvals
+    from graph.checkpointer import open_checkpointer
+    from graph.services import Services
+    from graph.turn import build_graph
+    from tests.fakes import ScriptedModel
+    from tools.builtin import default_registry
+
+    async with db.pool.connection() as conn:
+        cur = await conn.execute("SELECT thread_id FROM threads WHERE owner_id = %s", (owner,))
+        threads = [r["thread_id"] for r in await cur.fetchall()]
+    services = Services(settings=settings, db=db, registry=default_registry(), picker_model=ScriptedModel(steps=[]))
+    graph = build_graph(services, checkpointer=await open_checkpointer(db, setup=False))
+    await check_approvals(db.pool, graph, threads)
