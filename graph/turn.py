@@ -43,11 +43,11 @@ NODES = ("picker", "tier_gate", "id_validation", "propose", "approval", "execute
 """The node names, in turn order."""
 
 
-def _after_picker(state: TurnState) -> Literal["tier_gate", "naturalize"]:
+async def _after_picker(state: TurnState) -> Literal["tier_gate", "naturalize"]:
     return "tier_gate" if state.get("plan") is not None else "naturalize"
 
 
-def _after_gate(state: TurnState) -> Literal["id_validation", "execute", "propose", "naturalize"]:
+async def _after_gate(state: TurnState) -> Literal["id_validation", "execute", "propose", "naturalize"]:
     gate = state.get("gate") or {}
     plan = state.get("plan")
     verdict = gate.get("verdict")
@@ -59,29 +59,31 @@ def _after_gate(state: TurnState) -> Literal["id_validation", "execute", "propos
     return "execute" if verdict == "execute" else "propose"
 
 
-def _after_ids(state: TurnState) -> Literal["execute", "propose", "naturalize"]:
+async def _after_ids(state: TurnState) -> Literal["execute", "propose", "naturalize"]:
     gate = state.get("gate") or {}
     if state.get("plan") is None:
         return "naturalize"
     return "propose" if gate.get("verdict") == "propose" else "execute"
 
 
-def _after_propose(state: TurnState) -> Literal["approval", "naturalize"]:
+async def _after_propose(state: TurnState) -> Literal["approval", "naturalize"]:
     return "approval" if state.get("approval_request") is not None else "naturalize"
 
 
-def _after_approval(state: TurnState) -> Literal["execute", "naturalize"]:
+async def _after_approval(state: TurnState) -> Literal["execute", "naturalize"]:
     gate = state.get("gate") or {}
     return "execute" if gate.get("verdict") == "execute" and state.get("plan") is not None else "naturalize"
 
 
-def _after_offer(state: TurnState) -> Literal["propose", "naturalize"]:
+async def _after_offer(state: TurnState) -> Literal["propose", "naturalize"]:
     gate = state.get("gate") or {}
     return "propose" if gate.get("verdict") == "propose" and state.get("plan") is not None else "naturalize"
 
 
+# Routing functions are coroutines: LangGraph runs a plain function edge in a thread pool, a
+# thread hop per edge for a dictionary lookup.
 def _make_after_execute(budget: int) -> Any:
-    def after_execute(state: TurnState) -> Literal["picker", "offer", "naturalize"]:
+    async def after_execute(state: TurnState) -> Literal["picker", "offer", "naturalize"]:
         result = state.get("result")
         if state.get("outcome") != "read" or result is None or result["kind"] == "write":
             return "naturalize"
