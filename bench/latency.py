@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import statistics
 import time
 import uuid
@@ -203,17 +202,9 @@ async def run_latency_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
         for size in sizes:
             stop = asyncio.Event()
             sampler = asyncio.create_task(_rss_peak(server, stop)) if size == sizes[-1] else None
-            spy = None
-            if os.environ.get("P8_PYSPY") and size == sizes[-1]:
-                import subprocess
-                spy = subprocess.Popen([str(ROOT / ".venv" / "bin" / "py-spy"), "record", "--pid", str(server.pid),
-                                        "--format", "raw", "-o", os.environ["P8_PYSPY"], "--nonblocking", "--rate", "50"])
             before = _cpu(server)
             results[("ours", size)] = await _load(ours, owners, size, spread)
             cpu[("ours", size)] = _cpu(server) - before
-            if spy is not None:
-                spy.send_signal(2)
-                spy.wait()
             stop.set()
             if sampler is not None:
                 peak = await sampler
