@@ -62,6 +62,7 @@ _RENEW_SQL: Final = """UPDATE thread_leases l SET expires_at = clock_timestamp()
 _RELEASE_SQL: Final = """UPDATE thread_leases SET holder = NULL, expires_at = clock_timestamp()
                          WHERE thread_id = %s AND fence = %s AND holder = %s"""
 _CHECK_SQL: Final = "SELECT tollgate_hold_fence(%s::text, %s::bigint, %s::text)"
+_HOLDS_SQL: Final = "SELECT 1 FROM thread_leases WHERE thread_id = %s AND fence = %s AND holder = %s"
 LEASE_LOST: Final = "TGL01"
 """The SQLSTATE of a failed fence check (migration 0009's ``tollgate_hold_fence``)."""
 _FIRST_RETRY: Final = 0.02
@@ -126,6 +127,12 @@ async def check(conn: AsyncConnection[Any], lease: Lease) -> None:
     await conn.execute(_CHECK_SQL, (lease.thread_id, lease.fence, lease.holder))
 
 
+async def _holds(conn: AsyncConnection[Any], lease: Lease) -> bool:
+    """Whether ``lease`` still holds its thread (a plain read, outside any transaction)."""
+    cur = await conn.execute(_HOLDS_SQL, (lease.thread_id, lease.fence, lease.holder))
+    return await cur.fetchone() is not None
+
+
 def lost(exc: BaseException) -> bool:
     """Whether ``exc`` is the database saying the fence check failed."""
     return isinstance(exc, psycopg.Error) and exc.sqlstate == LEASE_LOST
@@ -149,7 +156,9 @@ async def fenced_pipeline(pool: AsyncConnectionPool[Any]) -> AsyncIterator[tuple
                     await check(conn, lease)
                 yield conn, pipeline
         except psycopg.Error as exc:
-            if lease is not None and lost(exc):
+            # In a pipeline the first error may reach the caller as a later statement's
+            # PipelineAborted: whether the lease was lost is asked again, outside it.
+            if lease is not None and (lost(exc) or not await _holds(conn, lease)):
                 raise LeaseLost(lease.thread_id, lease.fence) from None
             raise
 
