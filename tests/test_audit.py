@@ -263,7 +263,6 @@ class _Lax(StrictSerializer):
     [
         pytest.param(JsonPlusSerializer(), "StrictSerializer", id="plain-jsonplus"),
         pytest.param("lax", "outside the safe list loads", id="loads-blocked-types"),
-        pytest.param(JsonPlusSerializer(pickle_fallback=True), "StrictSerializer", id="pickle-fallback"),
     ],
 )
 async def test_startup_refuses_a_permissive_serializer(db: Database, serde: Any, problem: str) -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import pickle
 import secrets
+
+import pytest
 
 from langgraph.checkpoint.postgres.base import BasePostgresSaver
 from psycopg import sql
@@ -11,6 +14,7 @@ from psycopg.conninfo import make_conninfo
 
 from graph.app import open_app
 from graph.background.queue import ensure_queue_schema
+from graph.checkpoint_guard import CheckpointRefused
 from graph.checkpointer import open_checkpointer, strict_serializer
 from graph.db import Database, apply_migrations
 from graph.migrations import MIGRATIONS, SUMMARIES
@@ -29,7 +33,8 @@ async def test_migrations_are_applied_once_and_versioned(db: Database) -> None:
 
 async def test_checkpointer_refuses_pickle_and_sets_up(db: Database) -> None:
     serde = strict_serializer()
-    assert serde.pickle_fallback is False
+    with pytest.raises(CheckpointRefused):  # a pickle blob never loads
+        serde.loads_typed(("pickle", pickle.dumps(1)))
     saver = await open_checkpointer(db)
     async with db.pool.connection() as conn:
         cur = await conn.execute("SELECT count(*) AS n FROM checkpoint_migrations")
