@@ -23,6 +23,8 @@ from typing import Any
 from langgraph.graph.state import CompiledStateGraph
 from psycopg_pool import AsyncConnectionPool
 
+from graph.approvals import requested
+
 __all__ = ["ApprovalContractViolation", "ApprovalRow", "check_approvals"]
 
 _ROWS_SQL = """SELECT a.approval_id, a.thread_id, a.status, (e.idem_key IS NOT NULL) AS ran,
@@ -48,11 +50,8 @@ class ApprovalRow:
 
 
 async def _waits_on(graph: CompiledStateGraph[Any, Any, Any, Any], thread_id: str) -> str | None:
-    snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
-    for intr in snapshot.interrupts:
-        if isinstance(intr.value, dict) and "approval" in intr.value:
-            return str(intr.value["approval"]["id"])
-    return None
+    request = requested(await graph.aget_state({"configurable": {"thread_id": thread_id}}))
+    return request["approval"]["id"] if request is not None else None
 
 
 async def check_approvals(

@@ -27,6 +27,7 @@ from typing import Any, Final, Literal
 
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
+from langgraph.types import StateSnapshot
 from psycopg_pool import AsyncConnectionPool
 
 from graph import leases
@@ -44,6 +45,7 @@ __all__ = [
     "finish",
     "list_pending",
     "reconcile",
+    "requested",
     "supersede",
 ]
 
@@ -105,6 +107,15 @@ class Closed:
     """The hash of the arguments it asked for."""
     preview: str = ""
     """What it would have done."""
+
+
+def requested(snapshot: StateSnapshot) -> ApprovalRequest | None:
+    """The approval request a thread's state (its latest checkpoint) is interrupted on, if any."""
+    for intr in snapshot.interrupts:
+        if isinstance(intr.value, dict) and "approval" in intr.value:
+            request: ApprovalRequest = intr.value
+            return request
+    return None
 
 
 async def list_pending(pool: AsyncConnectionPool[Any], owner_id: str, thread_id: str, request: ApprovalRequest) -> None:

@@ -42,7 +42,6 @@ __all__ = [
     "Stage",
     "append_audit",
     "audited",
-    "record_decision",
     "verify_chain",
 ]
 
@@ -146,7 +145,11 @@ def _texts(value: object) -> list[str]:
 async def append_audit(
     db: AsyncConnectionPool[Any] | AsyncConnection[Any], record: AuditRecord, *, now: datetime
 ) -> int:
-    """Append ``record``; return its sequence number. Works on a pool or inside a caller's transaction."""
+    """Append ``record``; return its sequence number. Works on a pool or inside a caller's transaction.
+
+    A record is a fact about what was decided, committed before the turn goes on to what it
+    allows, and written whoever holds the thread: a turn that lost its lease still says what it tried.
+    """
     body = record.body(now)
     if isinstance(db, AsyncConnectionPool):
         async with db.connection() as conn:
@@ -158,15 +161,6 @@ async def append_audit(
     if row is None:  # pragma: no cover - INSERT ... RETURNING always returns the row
         raise RuntimeError("audit insert returned nothing")
     return int(row["seq"] if isinstance(row, Mapping) else row[0])
-
-
-async def record_decision(pool: AsyncConnectionPool[Any], record: AuditRecord, *, now: datetime) -> None:
-    """Record a decision taken in a turn, committed before the turn goes on to what it allows.
-
-    Its body is built (and checked by DLP) here. A record is a fact about what was decided, so
-    it is written whoever holds the thread: a turn that lost its lease still says what it tried.
-    """
-    await append_audit(pool, record, now=now)
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +279,7 @@ def audited(name: str, node: NodeFn, provider: ServicesProvider) -> NodeFn:
                 str(getattr(svc.settings, "governance_mode", "enforce")),
             )
             if record is not None:
-                await record_decision(svc.db.pool, record, now=svc.clock())
+                await append_audit(svc.db.pool, record, now=svc.clock())
         return update
 
     node_with_audit.__name__ = name

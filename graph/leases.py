@@ -23,7 +23,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -37,7 +37,7 @@ from policies.errors import ErrorCode, TollgateError, Unavailable
 
 __all__ = [
     "LEASE_LOST", "Lease", "LeaseLost", "Leases", "bound", "check", "current", "fenced", "fenced_pipeline",
-    "fenced_transaction", "lost",
+    "fenced_transaction", "lost", "shielded",
 ]
 
 _log = logging.getLogger(__name__)
@@ -216,7 +216,7 @@ class Leases:
         try:
             return await asyncio.shield(take)
         except asyncio.CancelledError:
-            await _shielded(self._give_back(take))
+            await shielded(self._give_back(take), what="giving back a lease taken for a cancelled turn")
             raise
 
     async def _give_back(self, take: asyncio.Future[Lease | None]) -> None:
@@ -299,22 +299,22 @@ class Leases:
             with bound(lease):
                 yield lease
         finally:
-            await _shielded(self.release(lease))
+            await shielded(self.release(lease), what="releasing a thread lease (it ends with its time limit)")
 
 
-async def _shielded(work: Any) -> None:
-    """Run ``work`` to its end even if the caller is cancelled meanwhile; log (never raise) its failure."""
+async def shielded(work: Awaitable[Any], *, what: str) -> None:
+    """Run ``work`` to its end even if the caller is cancelled meanwhile; log (never raise) its failure.
+
+    For clean-up that must happen whatever stops a turn (a lease's release, a reconciliation);
+    ``what`` names it in the log. A cancellation still reaches the caller once ``work`` is done.
+    """
     task = asyncio.ensure_future(work)
     try:
         await asyncio.shield(task)
     except asyncio.CancelledError:
         await asyncio.wait([task])
-        _retrieve(task)
+        if not task.cancelled() and task.exception() is not None:
+            _log.warning("%s failed: %s", what, type(task.exception()).__name__)
         raise
     except Exception as exc:
-        _log.warning("could not release a thread lease (it ends with its time limit): %s", type(exc).__name__)
-
-
-def _retrieve(task: asyncio.Task[Any]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        _log.warning("could not release a thread lease (it ends with its time limit)")
+        _log.warning("%s failed: %s", what, type(exc).__name__)

@@ -38,7 +38,7 @@ from graph import approvals
 from graph.audit import AuditRecord, append_audit
 from graph.checkpoint_guard import CheckpointRefused
 from graph.events import TurnEvent
-from graph.leases import Lease, Leases, bound
+from graph.leases import Lease, Leases, bound, shielded
 from graph.services import Services
 from graph.slots import TurnSlots
 from graph.state import Context, Pending, Plan
@@ -46,7 +46,7 @@ from graph.threads import thread_kind
 from nodes.approval import check_decision
 from policies.errors import ApprovalInvalid, InvalidArgs, NotFound, ThreadReadOnly, TollgateError
 from policies.hitl import ApprovalRequest
-from policies.storable import storable
+from policies.storable import unstorable
 
 __all__ = ["PendingApproval", "TurnOutcome", "TurnRunner"]
 
@@ -109,21 +109,6 @@ class _Waiting:
     recent: dict[str, Any]
 
 
-async def _shielded(work: Any) -> None:
-    """Run ``work`` to its end even if the caller is cancelled meanwhile; log (never raise) its failure."""
-    task = asyncio.ensure_future(work)
-    try:
-        await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await asyncio.wait([task])
-        if not task.cancelled() and task.exception() is not None:
-            _log.warning("clean-up after a cancelled turn failed: %s", type(task.exception()).__name__)
-        raise
-    except Exception as exc:
-        _log.warning("clean-up after a turn failed (the next holder of its thread repeats it): %s",
-                     type(exc).__name__)
-
-
 class TurnRunner:
     """Runs turns of the compiled graph for authenticated callers."""
 
@@ -168,16 +153,12 @@ class TurnRunner:
     async def _waiting(self, thread_id: str) -> _Waiting | None:
         """The approval request the thread's latest checkpoint is interrupted on, if any."""
         snapshot = await self.graph.aget_state(self._config(thread_id))
-        for intr in snapshot.interrupts:
-            value = intr.value
-            if isinstance(value, dict) and "approval" in value:
-                values = snapshot.values or {}
-                plan, pending = values.get("plan"), values.get("pending")
-                if plan is None or pending is None:
-                    return None
-                request: ApprovalRequest = value  # type: ignore[assignment]
-                return _Waiting(request=request, plan=plan, pending=pending, recent=values.get("recent") or {})
-        return None
+        request = approvals.requested(snapshot)
+        values = snapshot.values or {}
+        plan, pending = values.get("plan"), values.get("pending")
+        if request is None or plan is None or pending is None:
+            return None
+        return _Waiting(request=request, plan=plan, pending=pending, recent=values.get("recent") or {})
 
     async def _reconcile(self, thread_id: str) -> None:
         """Bring the thread's approvals in line with its checkpoint and ledger (under its lease)."""
@@ -237,7 +218,7 @@ class TurnRunner:
             raise  # nothing of the thread could be read, so nothing ran (audited once, by the saver)
         except BaseException:
             # Cancelled (client gone, shutdown), failed, or closed early by its consumer.
-            await _shielded(self._reconcile(thread_id))
+            await shielded(self._reconcile(thread_id), what="reconciling a turn that did not end cleanly")
             raise
         if not waiting and self._prune_due(last_turn):
             await self.graph.checkpointer.aprune([thread_id], strategy="keep_latest")  # type: ignore[union-attr]
@@ -251,7 +232,7 @@ class TurnRunner:
         """
         if not isinstance(message, str) or not message.strip() or len(message) > _MAX_MESSAGE:
             raise InvalidArgs("chat", [f"message must be 1-{_MAX_MESSAGE} characters"])
-        if storable(message).changed:
+        if unstorable(message):
             raise InvalidArgs("chat", ["message contains NUL or unpaired surrogate characters"])
         kind = thread_kind(thread_id)
         if kind == "inbox" or (kind == "run" and ctx.channel != "background"):

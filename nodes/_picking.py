@@ -104,9 +104,9 @@ def storable_answer(message: AIMessage) -> tuple[AIMessage, bool]:
     surrogates are replaced and arguments nested deeper than :data:`~policies.storable.MAX_DEPTH`
     are dropped, in a copy (the original is what gets decoded, and refused).
     """
-    too_deep = any(depth_of(c.get("args")) > MAX_DEPTH for c in message.tool_calls)
-    calls = [c | {"args": {} if depth_of(c.get("args")) > MAX_DEPTH else storable(c.get("args")).value}
-             for c in message.tool_calls]
+    deep = [depth_of(c.get("args")) > MAX_DEPTH for c in message.tool_calls]
+    calls = [c | {"args": {} if d else storable(c.get("args")).value} for c, d in zip(message.tool_calls, deep, strict=True)]
+    too_deep = any(deep)
     content = storable(message.content).value
     if not too_deep and calls == message.tool_calls and content == message.content:
         return message, False

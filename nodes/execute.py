@@ -32,7 +32,7 @@ from langgraph.runtime import Runtime
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
 from graph import approvals, leases
-from graph.audit import AuditRecord, record_decision
+from graph.audit import AuditRecord, append_audit
 from graph.perimeter import governance_policy
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Gate, Plan, RecentList, TurnState
@@ -165,7 +165,7 @@ async def _audit(
     code: str, detail: dict[str, Any] | None = None,
 ) -> None:
     digest = plan.get("args_hash", "")
-    await record_decision(
+    await append_audit(
         svc.db.pool,
         AuditRecord(
             owner_id=ctx.owner_id, stage="execute", decision=decision, reason=reason, code=code,

@@ -18,7 +18,7 @@ from langgraph.runtime import Runtime
 from psycopg import AsyncConnection
 
 from graph import approvals
-from graph.audit import AuditRecord, record_decision
+from graph.audit import AuditRecord, append_audit
 from graph.perimeter import governance_policy
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Gate, Pending, Plan, TurnState
@@ -111,7 +111,7 @@ def make_propose(provider: ServicesProvider) -> Any:
                 preview = await _render_preview(spec, args, ctx, svc)
         except TollgateError as exc:
             sink.emit("error", code=exc.code, message=exc.message)
-            await record_decision(
+            await append_audit(
                 svc.db.pool,
                 AuditRecord(
                     owner_id=ctx.owner_id, stage="propose", decision="refuse", reason="preview_failed", code=exc.code,

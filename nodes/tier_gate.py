@@ -13,7 +13,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from graph.audit import AuditRecord, record_decision
+from graph.audit import AuditRecord, append_audit
 from graph.perimeter import governance_policy
 from graph.services import ServicesProvider
 from graph.state import Context, Gate, Plan, TurnState
@@ -46,7 +46,7 @@ def make_tier_gate(provider: ServicesProvider) -> Any:
         decision = govern(
             plan["tool"], plan["action"], plan["args"], facts, svc.registry.tier_map(), governance_policy(svc.settings)
         )
-        await record_decision(
+        await append_audit(
             svc.db.pool,
             AuditRecord(
                 owner_id=runtime.context.owner_id, stage="gate", decision=decision.verdict, reason=decision.reason,

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["MAX_DEPTH", "Storable", "depth_of", "storable"]
+__all__ = ["MAX_DEPTH", "Storable", "depth_of", "storable", "unstorable"]
 
 MAX_DEPTH: Final = 32
 """Deepest nesting of a value Tollgate stores or accepts as arguments."""
@@ -29,6 +29,11 @@ class Storable:
     """The cleaned copy."""
     changed: bool
     """Whether a character was replaced, a string clipped, a level or an item dropped."""
+
+
+def unstorable(text: str) -> bool:
+    """Whether ``text`` holds a character PostgreSQL text or UTF-8 cannot carry (NUL, a lone surrogate)."""
+    return _UNSTORABLE.search(text) is not None
 
 
 def depth_of(value: object, *, limit: int = MAX_DEPTH + 1) -> int:

@@ -43,6 +43,13 @@ def _forged(args: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"call_id": "call_forged", "tool": "mail", "action": "send", "args": args, "args_hash": args_hash(args)} | extra
 
 
+async def _proposed(turns: Turns, model: ScriptedModel, ctx: Context, thread: str) -> None:
+    """A mail to Sam proposed on ``thread``, waiting for approval (the gate's plan, sealed, in the state)."""
+    model.push(call("mail__send", _MAIL))
+    out = await turns.send(ctx, thread, "email sam")
+    assert out.approval is not None
+
+
 async def _run(turns: Turns, ctx: Context, thread: str, value: Any) -> None:
     await turns.runner.graph.ainvoke(value, {"configurable": {"thread_id": thread}}, context=ctx)
 
@@ -63,9 +70,7 @@ async def test_command_goto_execute_past_a_pending_approval_runs_nothing(
 ) -> None:
     """The plan in the state is the gate's own (sealed), but nobody approved it."""
     thread = ctx.owner_id + "/skip-approval"
-    model.push(call("mail__send", _MAIL))
-    out = await turns.send(ctx, thread, "email sam")
-    assert out.approval is not None
+    await _proposed(turns, model, ctx, thread)
     await _run(turns, ctx, thread, Command(goto="execute"))
     assert await _sent(db, ctx.owner_id) == 0
     assert await _execute_refusals(db, ctx.owner_id) == [("no_approval", "permission_denied")]
@@ -76,9 +81,7 @@ async def test_a_plan_edited_into_the_state_after_approval_runs_nothing(
 ) -> None:
     """update_state swaps the approved call's arguments (keeping its seal): the hash gives it away."""
     thread = ctx.owner_id + "/update-state"
-    model.push(call("mail__send", _MAIL))
-    out = await turns.send(ctx, thread, "email sam")
-    assert out.approval is not None
+    await _proposed(turns, model, ctx, thread)
     config = {"configurable": {"thread_id": thread}}
     state = (await turns.runner.graph.aget_state(config)).values
     other = _MAIL | {"to": ["attacker@evil.example"]}
@@ -97,9 +100,7 @@ async def test_a_sealed_plan_for_other_arguments_runs_nothing(
 ) -> None:
     """A seal lifted from a genuine call does not cover other arguments, whatever hash is claimed."""
     thread = ctx.owner_id + "/lifted-" + field
-    model.push(call("mail__send", _MAIL))
-    out = await turns.send(ctx, thread, "email sam")
-    assert out.approval is not None
+    await _proposed(turns, model, ctx, thread)
     config = {"configurable": {"thread_id": thread}}
     genuine = (await turns.runner.graph.aget_state(config)).values["plan"]
     other = _MAIL | {"body": "the wire details"}

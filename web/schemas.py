@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
@@ -11,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from graph.events import EventType
 from policies.errors import ErrorCode
-from policies.storable import MAX_DEPTH, depth_of
+from policies.storable import MAX_DEPTH, depth_of, unstorable
 
 if TYPE_CHECKING:
     from graph.runner import PendingApproval
@@ -50,13 +49,11 @@ APPROVAL_ID_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
 """Approval ids (``apv_`` + hex)."""
 _MAX_MESSAGE = 8000
 _MAX_NOTE = 2000
-# NUL cannot be stored in PostgreSQL text and lone surrogates cannot be encoded as UTF-8.
-_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
 
 
 def storable(text: str) -> str:
     """``text`` if PostgreSQL can store it and it is not blank; else ``ValueError`` (a 422)."""
-    if _UNSTORABLE.search(text):
+    if unstorable(text):
         raise ValueError("text contains NUL or unpaired surrogate characters")
     if not text.strip():
         raise ValueError("text must not be blank")

@@ -7,7 +7,6 @@ State changes and job deferrals commit in one transaction.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Final, Literal
 
 from psycopg import AsyncConnection
@@ -30,6 +29,7 @@ from graph.background.store import list_runs as _list_runs
 from graph.state import Context
 from policies.errors import ApprovalInvalid, InvalidArgs, NotFound
 from policies.hitl import Decision
+from policies.storable import unstorable
 from tools._render import clip
 
 __all__ = [
@@ -37,8 +37,6 @@ __all__ = [
 ]
 
 _MAX_INSTRUCTION: Final = 8000
-# NUL cannot be stored in PostgreSQL text and lone surrogates cannot be encoded as UTF-8.
-_UNSTORABLE: Final = re.compile(r"[\x00\ud800-\udfff]")
 _DECISION: Final = TypeAdapter(Decision)
 
 
@@ -46,7 +44,7 @@ def _check_instruction(instruction: object) -> str:
     """The same rules as a chat message: the instruction runs as one."""
     if not isinstance(instruction, str) or not instruction.strip() or len(instruction) > _MAX_INSTRUCTION:
         raise InvalidArgs("background_runs", [f"instruction must be 1-{_MAX_INSTRUCTION} characters"])
-    if _UNSTORABLE.search(instruction):
+    if unstorable(instruction):
         raise InvalidArgs("background_runs", ["instruction contains NUL or unpaired surrogate characters"])
     return instruction.strip()
 

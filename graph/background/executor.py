@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from graph.app import App
-from graph.approvals import supersede
+from graph.approvals import requested, supersede
 from graph.background.delivery import deliver
 from graph.background.queue import MAX_ATTEMPTS
 from graph.background.store import BackgroundRun, add_event, load_run, transition
@@ -207,12 +207,8 @@ async def fail_run(rt: Runtime, run_id: str, *, code: str, message: str, attempt
 async def _checkpoint(rt: Runtime, run: BackgroundRun) -> tuple[str | None, dict[str, Any]]:
     """The approval the thread is interrupted on (if any) and the thread's state values."""
     snapshot = await rt.app.runner.graph.aget_state({"configurable": {"thread_id": run.thread_id}})
-    pending: str | None = None
-    for task in snapshot.tasks:
-        for intr in task.interrupts:
-            if isinstance(intr.value, dict) and "approval" in intr.value:
-                pending = str(intr.value["approval"]["id"])
-    return pending, dict(snapshot.values or {})
+    request = requested(snapshot)
+    return (request["approval"]["id"] if request is not None else None), dict(snapshot.values or {})
 
 
 def _finished(values: dict[str, Any]) -> _Drive | None:
