@@ -48,6 +48,18 @@ def strict_serializer() -> JsonPlusSerializer:
     return serde
 
 
+class _SyncOnExit:
+    """The pipeline handle given to LangGraph's saver inside a fenced block: its ``sync`` waits for the block.
+
+    The saver syncs its pipeline after each operation; inside :func:`graph.leases.fenced_pipeline`
+    the block's exit syncs anyway, and a second Sync is a round trip with nothing in it. Deferring
+    the saver's is safe: psycopg still flushes a pipeline whenever a result is read.
+    """
+
+    async def sync(self) -> None:
+        """Nothing now: the fenced block's exit sends the Sync that commits."""
+
+
 class TollgateSaver(AsyncPostgresSaver):
     """LangGraph's Postgres saver over a pool: a connection per operation, writes fenced by the lease.
 
@@ -67,10 +79,10 @@ class TollgateSaver(AsyncPostgresSaver):
             async with self.pool.connection() as conn:
                 yield AsyncPostgresSaver(conn=conn, serde=self.serde)
             return
-        async with leases.fenced_pipeline(self.pool) as (conn, pipeline):
-            # Bound to the pipeline the fence check is queued in, LangGraph's statements go with
-            # the check: one round trip, one implicit transaction.
-            yield AsyncPostgresSaver(conn=conn, pipe=pipeline, serde=self.serde)
+        async with leases.fenced_pipeline(self.pool) as (conn, _pipeline):
+            # On the pipeline the fence check is queued in, LangGraph's statements go with the
+            # check; the block's own exit sends the one Sync: one round trip, one transaction.
+            yield AsyncPostgresSaver(conn=conn, pipe=_SyncOnExit(), serde=self.serde)  # type: ignore[arg-type]
 
     async def _audited(self, config: RunnableConfig | None, exc: CheckpointRefused) -> None:
         await audit_refusal(self.pool, config, exc)

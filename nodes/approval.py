@@ -80,8 +80,7 @@ def check_decision(
     if decision.edited_action.name != function_name(plan["tool"], plan["action"]):
         raise ApprovalInvalid("an edit can change the details of the action, not the action")
     spec = svc.registry.action(plan["tool"], plan["action"])
-    tier = classify_tier(plan["tool"], plan["action"], svc.registry.tier_map())
-    if spec is None or tier.run != "propose":
+    if spec is None or classify_tier(plan["tool"], plan["action"], svc.registry.tier_map(), spec.effect).run != "propose":
         raise InvalidArgs(function_name(plan["tool"], plan["action"]), ["the action can no longer be edited"])
     checked = validate_args(spec.args, decision.edited_action.args)
     if checked.value is None:

@@ -187,7 +187,7 @@ def _authority(
     )
     if purpose is None:
         return None, "unsealed_plan"
-    check = govern(plan["tool"], plan["action"], plan["args"], ActionFacts(spec.args, spec.writes),
+    check = govern(plan["tool"], plan["action"], plan["args"], ActionFacts(spec.args, spec.effect),
                    svc.registry.tier_map(), governance_policy(svc.settings))
     if check.args_hash != plan["args_hash"]:
         return None, "args_changed"

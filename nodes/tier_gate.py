@@ -42,7 +42,7 @@ def make_tier_gate(provider: ServicesProvider) -> Any:
         if plan is None:
             return {}
         spec = svc.registry.action(plan["tool"], plan["action"])
-        facts = ActionFacts(spec.args, spec.writes) if spec is not None else None
+        facts = ActionFacts(spec.args, spec.effect) if spec is not None else None
         decision = govern(
             plan["tool"], plan["action"], plan["args"], facts, svc.registry.tier_map(), governance_policy(svc.settings)
         )

@@ -22,7 +22,7 @@ from policies.arguments import validate_args
 from policies.dlp import DEFAULT_DLP, DlpPolicy, DlpReport, scan_values
 from policies.egress import EgressPolicy, UrlField, check_url
 from policies.errors import ErrorCode
-from policies.tiers import Tier, classify_tier
+from policies.tiers import Effect, Tier, classify_tier
 
 __all__ = [
     "ActionFacts",
@@ -63,8 +63,13 @@ class ActionFacts:
 
     args_model: type[BaseModel]
     """The closed argument model."""
-    writes: bool
-    """Whether the action changes stored data or sends something on the owner's behalf."""
+    effect: Effect
+    """The declared effect (``write`` and ``destructive`` change data or send on the owner's behalf)."""
+
+    @property
+    def writes(self) -> bool:
+        """Whether the action changes data or sends something (a DLP finding then asks instead of refusing)."""
+        return self.effect != "read"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,11 +148,11 @@ def govern(
 ) -> GovernanceDecision:
     """Decide one call: tier, then schema, then egress, then DLP. Fail closed at every step."""
     mode = policy.mode
-    tier = classify_tier(tool, action, tier_map)
-    if tier.run == "refuse":
-        return GovernanceDecision.refuse(tier.tier, tier.reason, "permission_denied", mode=mode, args_hash=_raw_hash(raw_args))
     if facts is None:
         return GovernanceDecision.refuse("blocklist", "unknown_action", "permission_denied", mode=mode)
+    tier = classify_tier(tool, action, tier_map, facts.effect)
+    if tier.run == "refuse":
+        return GovernanceDecision.refuse(tier.tier, tier.reason, "permission_denied", mode=mode, args_hash=_raw_hash(raw_args))
     checked = validate_args(facts.args_model, raw_args)
     if checked.value is None:
         return GovernanceDecision.clarify(

@@ -3,8 +3,11 @@
 ``allowlist`` runs at once (reads, and the few reversible writes we allow without
 approval), ``confirmation`` becomes an approval request, ``mustlist`` is operator-only and
 refused in chat, ``blocklist`` is refused always. An action missing from the map is
-unclassified and refused; an action whose name says it destroys client data is blocklisted
-whatever the map says, so a mis-registration cannot turn a hard delete into a write.
+unclassified and refused. An action that *declares* the ``destructive`` effect (it destroys
+client data beyond recovery) is refused whatever its tier: the guard follows the declaration,
+never the name. Names only serve the registry's start-up check (:func:`looks_destructive`),
+which refuses a registry whose destructive-sounding names declare a milder effect unless the
+author acknowledged it.
 """
 
 from __future__ import annotations
@@ -14,16 +17,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
-__all__ = ["Tier", "TierVerdict", "classify_tier", "is_hard_delete"]
+__all__ = ["Effect", "Tier", "TierVerdict", "classify_tier", "looks_destructive"]
 
 Tier = Literal["allowlist", "confirmation", "mustlist", "blocklist"]
 """The closed set of tiers."""
 
+Effect = Literal["read", "write", "destructive"]
+"""What an action does to data: reads it, changes it reversibly (or sends on the owner's
+behalf), or destroys it beyond recovery."""
+
 _HARD_DELETE: Final = re.compile(r"(^|_)(delete|destroy|purge|erase|wipe|drop|hard_delete|expunge)($|_)")
 
 
-def is_hard_delete(action: str) -> bool:
-    """Whether an action name reads as a hard delete of client data."""
+def looks_destructive(action: str) -> bool:
+    """Whether an action name reads as a hard delete (a start-up check of declarations, never a verdict)."""
     return bool(_HARD_DELETE.search(action.lower()))
 
 
@@ -44,12 +51,18 @@ class TierVerdict:
         return cls(tier, "refuse", reason)
 
 
-def classify_tier(tool: str, action: str, tier_map: Mapping[tuple[str, str], Tier]) -> TierVerdict:
-    """Classify (tool, action) against the server's explicit map. Fail closed."""
-    if is_hard_delete(action):
+def classify_tier(
+    tool: str, action: str, tier_map: Mapping[tuple[str, str], Tier], effect: Effect | None
+) -> TierVerdict:
+    """Classify (tool, action) against the server's explicit map and its declared ``effect``. Fail closed.
+
+    ``effect`` is the registry's declaration (``None`` for an action the registry does not
+    know, which is refused as unclassified).
+    """
+    if effect == "destructive":
         return TierVerdict.refuse("blocklist", "hard_delete")
     tier = tier_map.get((tool, action))
-    if tier is None:
+    if tier is None or effect is None:
         return TierVerdict.refuse("blocklist", "unclassified")
     if tier == "allowlist":
         return TierVerdict(tier, "execute", "mapped")

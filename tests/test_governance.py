@@ -34,9 +34,9 @@ STRIPE = "sk_" + "live_" + "4eC39HqLyjWDarjtT1zdp7dc"
 TIERS = default_registry().tier_map() | {("web", "fetch"): "allowlist", ("web", "search"): "allowlist"}
 ENFORCE = GovernancePolicy(egress=EgressPolicy.build(allow_hosts=["news.example"]))
 SHADOW = replace(ENFORCE, mode="shadow")
-SEND = ActionFacts(MailSendArgs, writes=True)
-SEARCH = ActionFacts(SearchArgs, writes=False)
-FETCH = ActionFacts(FetchArgs, writes=False)
+SEND = ActionFacts(MailSendArgs, "write")
+SEARCH = ActionFacts(SearchArgs, "read")
+FETCH = ActionFacts(FetchArgs, "read")
 MAIL = {"to": ["sam@example.com"], "subject": "hi", "body": "see you at 12:30"}
 
 
@@ -68,12 +68,14 @@ def test_closed_schemas_refuse_what_the_model_adds(args: Any, violation: str) ->
         pytest.param("mail", "send", {("mail", "send"): "mustlist"}, "operator_only", id="mustlist"),
         pytest.param("mail", "send", {("mail", "send"): "blocklist"}, "blocklisted", id="blocklist"),
         pytest.param("mail", "send", {}, "unclassified", id="unclassified"),
-        pytest.param("mail", "delete_all", {("mail", "delete_all"): "allowlist"}, "hard_delete", id="hard-delete-by-name"),
+        pytest.param("mail", "wipe", {("mail", "wipe"): "allowlist"}, "hard_delete", id="declared-destructive"),
     ],
 )
 def test_the_tier_comes_from_the_server_map_only(tool: str, action: str, tier_map: Any, reason: str) -> None:
-    # Whatever the arguments say, the map decides; nothing is decoded for a refused tier.
-    decision = govern(tool, action, MAIL | {"tier": "allowlist"}, SEND, tier_map, ENFORCE)
+    # Whatever the arguments say, the map and the declared effect decide; nothing is decoded
+    # for a refused tier.
+    facts = ActionFacts(MailSendArgs, "destructive") if action == "wipe" else SEND
+    decision = govern(tool, action, MAIL | {"tier": "allowlist"}, facts, tier_map, ENFORCE)
     assert (decision.verdict, decision.reason, decision.code) == ("refuse", reason, "permission_denied")
 
 
@@ -143,7 +145,7 @@ _NOTES = ToolSpec(
     capability_phrase="jot notes",
     actions=(
         ActionSpec("jot", "Jot a note.", _NoteArgs, "allowlist", _jot, lambda r: r["summary"], ("jot this",),
-                   writes=True, idempotent=True),
+                   effect="write", idempotent=True),
         ActionSpec("export", "Export notes to the operator.", _NoteArgs, "mustlist", _never, lambda r: "", ("export",)),
         ActionSpec("shred", "Shred notes.", _NoteArgs, "blocklist", _never, lambda r: "", ("shred",)),
     ),

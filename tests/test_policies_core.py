@@ -20,33 +20,41 @@ from policies.errors import ApprovalExpired, ApprovalInvalid
 from policies.fencing import fence, new_nonce, read_fence
 from policies.honesty import claims_action, honest_reply
 from policies.ids import bind_ids
-from policies.tiers import classify_tier, is_hard_delete
+from policies.tiers import classify_tier, looks_destructive
 
 KEY = b"k" * 32
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 MAP = {("calendar", "list"): "allowlist", ("calendar", "cancel_event"): "confirmation",
-       ("admin", "export"): "mustlist", ("files", "shred"): "blocklist", ("files", "delete_all"): "confirmation"}
+       ("admin", "export"): "mustlist", ("files", "shred"): "blocklist", ("files", "delete_all"): "confirmation",
+       ("mail", "delete_email"): "confirmation", ("files", "tidy"): "confirmation"}
 
 
 @pytest.mark.parametrize(
-    ("tool", "action", "run", "reason"),
+    ("tool", "action", "effect", "run", "reason"),
     [
-        ("calendar", "list", "execute", "mapped"),
-        ("calendar", "cancel_event", "propose", "mapped"),
-        ("admin", "export", "refuse", "operator_only"),
-        ("files", "shred", "refuse", "blocklisted"),
-        ("files", "delete_all", "refuse", "hard_delete"),
-        ("calendar", "teleport", "refuse", "unclassified"),
-        ("mail", "purge", "refuse", "hard_delete"),
+        ("calendar", "list", "read", "execute", "mapped"),
+        ("calendar", "cancel_event", "write", "propose", "mapped"),
+        ("admin", "export", "read", "refuse", "operator_only"),
+        ("files", "shred", "destructive", "refuse", "hard_delete"),
+        ("files", "delete_all", "destructive", "refuse", "hard_delete"),
+        ("calendar", "teleport", "write", "refuse", "unclassified"),
+        ("calendar", "list", None, "refuse", "unclassified"),
+        # The declaration decides, not the name: a trash-only "delete_email" is an ordinary
+        # write, and a destructive action with an innocent name is still refused.
+        ("mail", "delete_email", "write", "propose", "mapped"),
+        ("files", "tidy", "destructive", "refuse", "hard_delete"),
     ],
 )
-def test_tier_comes_from_the_server_map_and_fails_closed(tool: str, action: str, run: str, reason: str) -> None:
-    verdict = classify_tier(tool, action, MAP)  # type: ignore[arg-type]
+def test_tier_comes_from_the_server_map_and_the_declared_effect(
+    tool: str, action: str, effect: str | None, run: str, reason: str
+) -> None:
+    verdict = classify_tier(tool, action, MAP, effect)  # type: ignore[arg-type]
     assert (verdict.run, verdict.reason) == (run, reason)
 
 
-def test_soft_actions_are_not_hard_deletes() -> None:
-    assert not any(is_hard_delete(a) for a in ("cancel_event", "trash", "complete", "mark_read", "snooze"))
+def test_soft_actions_do_not_look_destructive() -> None:
+    assert not any(looks_destructive(a) for a in ("cancel_event", "trash", "complete", "mark_read", "snooze"))
+    assert all(looks_destructive(a) for a in ("delete_email", "purge", "hard_delete", "wipe_disk"))
 
 
 IDS = ["evt_a", "evt_b", "evt_c"]

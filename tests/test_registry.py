@@ -11,7 +11,7 @@ import pytest
 
 from graph.settings import Settings
 from policies.arguments import ArgsModel, IdRef
-from policies.tiers import Tier, classify_tier, is_hard_delete
+from policies.tiers import Tier, classify_tier, looks_destructive
 from tools.builtin import builtin_tools, default_registry
 from tools.registry import ActionResult, ActionSpec, ExecContext, Registry, ToolSpec
 
@@ -35,7 +35,7 @@ def registry_problems(registry: Registry, *, min_examples: int = 1) -> list[str]
         where = f"{tool.name}.{action.name}"
         if action.tier not in get_args(Tier):
             problems.append(f"{where}: no tier")
-        if classify_tier(tool.name, action.name, tier_map).reason in ("unclassified", "hard_delete"):
+        if classify_tier(tool.name, action.name, tier_map, action.effect).reason in ("unclassified", "hard_delete"):
             problems.append(f"{where}: unclassified or hard delete")
         examples = [e for e in action.usage_examples if e.strip()]
         if len(examples) < min_examples:
@@ -85,7 +85,7 @@ def test_the_checker_catches_a_careless_action() -> None:
 
     careless = ActionSpec(
         name="move", description="", args=LeakyArgs, tier="allowlist", executor=run,
-        renderer=lambda r: r["summary"], usage_examples=(), writes=True, idempotent=False,
+        renderer=lambda r: r["summary"], usage_examples=(), effect="write", idempotent=False,
     )
     tool = ToolSpec(name="gadget", description="A gadget.", capability_phrase="", actions=(careless,))
     assert registry_problems(Registry([tool])) == [
@@ -103,7 +103,8 @@ def test_tier_map_covers_every_action() -> None:
     pairs = {(t.name, a.name) for t, a in registry.actions()}
     assert set(registry.tier_map()) == pairs
     assert len(pairs) == sum(len(t.actions) for t in builtin_tools()) == 21
-    assert not any(is_hard_delete(action) for _, action in pairs)
+    assert not any(looks_destructive(action) for _, action in pairs)
+    assert {a.effect for _, a in registry.actions()} == {"read", "write"}
     # Reads run at once; every write needs approval except the reversible, idempotent mark_read and
     # the soft cancel of a trigger rule.
     approval_free_writes = {(t.name, a.name) for t, a in registry.actions() if a.writes and a.tier == "allowlist"}
@@ -140,3 +141,26 @@ def test_default_registry_accepts_settings(settings: Any, tmp_path: Any) -> None
     summary = registry.capability_summary()
     for tool in registry.tools:
         assert tool.capability_phrase in summary
+
+
+def _action(name: str, **kw: Any) -> ActionSpec:
+    class Args(ArgsModel):
+        pass
+
+    async def run(ctx: ExecContext, args: Any) -> ActionResult:
+        raise AssertionError("never runs")
+
+    return ActionSpec(name=name, description="An action.", args=Args, tier="allowlist", executor=run,
+                      renderer=lambda r: r["summary"], usage_examples=(), **kw)
+
+
+def test_a_name_that_reads_as_a_hard_delete_must_declare_it_or_be_acknowledged() -> None:
+    with pytest.raises(ValueError, match="reads as a hard delete but declares effect='write'"):
+        _action("delete_email", effect="write")
+    with pytest.raises(ValueError, match="reads as a hard delete"):
+        _action("purge")  # effect defaults to read
+    assert _action("delete_email", effect="write", destructive_name_acknowledged=True).effect == "write"
+    assert _action("delete_email", effect="destructive").writes
+    assert _action("tidy", effect="destructive").effect == "destructive"  # an innocent name declares it
+    with pytest.raises(ValueError, match="effect must be"):
+        _action("list", effect="maybe")

@@ -138,7 +138,10 @@ def _guarded_registry() -> Registry:
         capability_phrase="manage files",
         actions=(
             ActionSpec("purge_all", "Hard-delete every file.", _NoArgs, "confirmation", _never, lambda r: "", ("purge",),
-                       preview=lambda c, a: _never(c, a)),  # type: ignore[arg-type,return-value]
+                       preview=lambda c, a: _never(c, a), effect="destructive"),  # type: ignore[arg-type,return-value]
+            # The guard follows the declaration: an innocent name that declares it destroys data.
+            ActionSpec("tidy", "Tidy up by removing old files.", _NoArgs, "allowlist", _never, lambda r: "", ("tidy",),
+                       effect="destructive"),
             ActionSpec("export", "Export to the operator.", _NoArgs, "mustlist", _never, lambda r: "", ("export",)),
             ActionSpec("shred", "Shred.", _NoArgs, "blocklist", _never, lambda r: "", ("shred",)),
         ),
@@ -149,7 +152,8 @@ def _guarded_registry() -> Registry:
 @pytest.mark.parametrize(
     ("function", "reason"),
     [
-        pytest.param("files__purge_all", "hard_delete", id="hard-delete-mapped-as-write"),
+        pytest.param("files__purge_all", "hard_delete", id="declared-destructive-mapped-as-confirmation"),
+        pytest.param("files__tidy", "hard_delete", id="declared-destructive-with-an-innocent-name"),
         pytest.param("files__export", "operator_only", id="mustlist"),
         pytest.param("files__shred", "blocklisted", id="blocklist"),
     ],
@@ -215,7 +219,7 @@ async def test_an_approved_action_whose_tool_raises_ends_failed_with_an_honest_r
     boom = ToolSpec(
         name="boom", description="A tool with a bug.", capability_phrase="explode",
         actions=(ActionSpec("go", "Go.", _NoArgs, "confirmation", _explode, lambda r: "", ("go",),
-                            preview=_preview_boom, writes=True),),
+                            preview=_preview_boom, effect="write"),),
     )
     svc = replace(services, registry=Registry((*builtin_tools(), boom)))
     turns = Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))

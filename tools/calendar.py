@@ -310,7 +310,7 @@ CALENDAR = ToolSpec(
             renderer=render_summary,
             preview=preview_create,
             idempotent=False,
-            writes=True,
+            effect="write",
             usage_examples=(
                 "Add lunch with Sam tomorrow at 12:30",
                 "Put a dentist appointment on Friday at 10",
@@ -326,7 +326,7 @@ CALENDAR = ToolSpec(
             renderer=render_summary,
             preview=preview_update,
             id_fields=_EVENT_ID,
-            writes=True,
+            effect="write",
             usage_examples=(
                 "Move the standup to 9:30",
                 "Make the design review 90 minutes",
@@ -342,7 +342,7 @@ CALENDAR = ToolSpec(
             renderer=render_summary,
             preview=preview_cancel,
             id_fields=_EVENT_ID,
-            writes=True,
+            effect="write",
             usage_examples=("Cancel the standup", "Cancel my 3pm meeting", "Call off the 2nd one"),
         ),
     ),

@@ -276,7 +276,7 @@ MAIL = ToolSpec(
             renderer=render_summary,
             preview=preview_send,
             idempotent=False,
-            writes=True,
+            effect="write",
             usage_examples=(
                 "Email sam@example.com that I'll be 10 minutes late",
                 "Send a thank-you note to priya@example.org",
@@ -292,7 +292,7 @@ MAIL = ToolSpec(
             renderer=render_summary,
             preview=preview_trash,
             id_fields=_MESSAGE_IDS,
-            writes=True,
+            effect="write",
             usage_examples=("Delete the newsletter", "Trash #2 and #4", "Get rid of the billing email"),
         ),
         ActionSpec(
@@ -303,7 +303,7 @@ MAIL = ToolSpec(
             executor=mark_read,
             renderer=render_summary,
             id_fields=_MESSAGE_IDS,
-            writes=True,
+            effect="write",
             usage_examples=("Mark them all as read", "Mark the first one read", "Mark #2 as read"),
         ),
     ),

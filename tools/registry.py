@@ -19,7 +19,7 @@ from psycopg import AsyncConnection
 from pydantic import BaseModel
 from typing_extensions import NotRequired, TypedDict  # pydantic needs these on Python < 3.12
 
-from policies.tiers import Tier
+from policies.tiers import Effect, Tier, looks_destructive
 
 __all__ = [
     "ActionResult",
@@ -114,12 +114,30 @@ class ActionSpec:
     """Server-rendered approval preview; required for confirmation-tier actions."""
     idempotent: bool = True
     """Whether a retry after a transient failure is safe."""
-    writes: bool = False
-    """Whether the action changes stored data (it then runs under the idempotency ledger)."""
+    effect: Effect = "read"
+    """What the action does to data, declared by its author: ``read``; ``write`` (changes data
+    reversibly or sends on the owner's behalf: it runs under the idempotency ledger); or
+    ``destructive`` (destroys client data beyond recovery: the tier gate refuses it whatever
+    its tier). The name never decides."""
+    destructive_name_acknowledged: bool = False
+    """Set when a name that reads as a hard delete (``delete_email``) really declares a milder
+    effect (it moves mail to the trash); without it such an action refuses to register."""
+
+    @property
+    def writes(self) -> bool:
+        """Whether the action changes data (``write`` or ``destructive``)."""
+        return self.effect != "read"
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():
             raise ValueError(f"action name {self.name!r} must be an identifier")
+        if self.effect not in ("read", "write", "destructive"):
+            raise ValueError(f"action {self.name!r}: effect must be read, write or destructive, not {self.effect!r}")
+        if looks_destructive(self.name) and self.effect != "destructive" and not self.destructive_name_acknowledged:
+            raise ValueError(
+                f"action {self.name!r} reads as a hard delete but declares effect={self.effect!r}: declare "
+                "effect='destructive', or set destructive_name_acknowledged=True if it is reversible"
+            )
         if self.tier == "confirmation" and self.preview is None:
             raise ValueError(f"confirmation action {self.name!r} needs a preview")
         fields = self.args.model_fields

@@ -187,7 +187,7 @@ REMINDERS = ToolSpec(
             renderer=render_summary,
             preview=preview_create_reminder,
             idempotent=False,
-            writes=True,
+            effect="write",
             usage_examples=(
                 "Remind me to call the bank at 5pm",
                 "Set a reminder for tomorrow at 8:30 to take the bins out",
@@ -203,7 +203,7 @@ REMINDERS = ToolSpec(
             renderer=render_summary,
             preview=preview_cancel_reminder,
             id_fields=_REMINDER_ID,
-            writes=True,
+            effect="write",
             usage_examples=("Cancel the bank reminder", "Drop reminder #2", "I don't need the bins reminder anymore"),
         ),
         ActionSpec(
@@ -216,7 +216,7 @@ REMINDERS = ToolSpec(
             preview=preview_snooze,
             id_fields=_REMINDER_ID,
             idempotent=False,
-            writes=True,
+            effect="write",
             usage_examples=(
                 "Snooze that for an hour",
                 "Push #1 back 15 minutes",

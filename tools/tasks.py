@@ -131,7 +131,7 @@ TASKS = ToolSpec(
             renderer=render_summary,
             preview=preview_create_task,
             idempotent=False,
-            writes=True,
+            effect="write",
             usage_examples=(
                 "Add 'buy milk' to my to-do list",
                 "Put 'renew passport' on my to-do list",
@@ -147,7 +147,7 @@ TASKS = ToolSpec(
             renderer=render_summary,
             preview=preview_complete,
             id_fields={"task_id": "tasks"},
-            writes=True,
+            effect="write",
             usage_examples=("I finished the report", "Tick off #2", "Mark the passport task as done"),
         ),
     ),

@@ -217,7 +217,7 @@ TRIGGERS = ToolSpec(
             renderer=render_summary,
             preview=preview_create_trigger,
             idempotent=False,
-            writes=True,
+            effect="write",
             usage_examples=(
                 "When Sam emails me, summarize it",
                 "Whenever mail from @example.net with 'invoice' in the subject arrives, add a task to pay it",
@@ -232,7 +232,7 @@ TRIGGERS = ToolSpec(
             executor=cancel_trigger,
             renderer=render_summary,
             id_fields={"trigger_id": "triggers"},
-            writes=True,
+            effect="write",
             usage_examples=("Cancel the Sam trigger", "Stop rule #2", "Turn off the standup trigger"),
         ),
     ),
