@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -10,14 +10,14 @@ from datetime import datetime
 from langchain_core.language_models import BaseChatModel
 
 from graph.checkpointer import open_checkpointer
-from graph.db import Database, open_database
+from graph.db import Database, apply_tool_migrations, open_database
 from graph.gc_tuning import freeze_startup_objects
 from graph.llm import build_model
 from graph.runner import TurnRunner
 from graph.services import Hooks, Services, utc_now
 from graph.settings import Settings
 from graph.turn import build_graph
-from tools.builtin import default_registry
+from tools.loading import ToolSource, assemble_registry
 
 __all__ = ["App", "build_services", "default_picker", "open_app"]
 
@@ -47,16 +47,20 @@ def build_services(
     naturalizer_model: BaseChatModel | None = None,
     clock: Callable[[], datetime] = utc_now,
     hooks: Hooks | None = None,
+    tools: Iterable[ToolSource] = (),
 ) -> Services:
     """The services over an open ``db``: the registry and the models ``settings`` configure.
 
-    Raises :class:`graph.model_settings.ModelConfigError` for an unusable model configuration.
-    Used by :func:`open_app` and by Studio (:mod:`graph.studio`), so both run the same turn.
+    The registry is the built-ins plus ``tools`` and the plug-ins the settings and installed
+    packages name (:func:`tools.loading.assemble_registry`). Raises
+    :class:`graph.model_settings.ModelConfigError` for an unusable model configuration and
+    :class:`tools.loading.ToolLoadError` for unusable tools. Used by :func:`open_app` and by
+    Studio (:mod:`graph.studio`), so both run the same turn.
     """
     return Services(
         settings=settings,
         db=db,
-        registry=default_registry(settings),
+        registry=assemble_registry(settings, tools),
         picker_model=picker_model or build_model(settings, "picker", fallback=default_picker()) or default_picker(),
         naturalizer_model=naturalizer_model or build_model(settings, "naturalizer", fallback=None),
         clock=clock,
@@ -73,16 +77,20 @@ async def open_app(
     naturalizer_model: BaseChatModel | None = None,
     clock: Callable[[], datetime] = utc_now,
     hooks: Hooks | None = None,
+    tools: Iterable[ToolSource] = (),
 ) -> AsyncIterator[App]:
     """Open the database (migrated), the checkpointer and the graph for ``settings``.
 
-    Model configuration is checked first: an unusable one raises
-    :class:`graph.model_settings.ModelConfigError` before anything starts.
+    ``tools`` are served besides the built-ins and the configured plug-ins (see
+    :func:`build_services`). Model and tool configuration are checked first: an unusable one
+    raises before anything starts.
     """
     async with open_database(settings) as db:
         services = build_services(
-            settings, db, picker_model=picker_model, naturalizer_model=naturalizer_model, clock=clock, hooks=hooks
+            settings, db, picker_model=picker_model, naturalizer_model=naturalizer_model, clock=clock, hooks=hooks,
+            tools=tools,
         )
+        await apply_tool_migrations(db, services.registry)
         saver = await open_checkpointer(db)
         graph = build_graph(services, checkpointer=saver)
         freeze_startup_objects()  # the first app of a process: its start-up objects leave the collector's scans

@@ -82,7 +82,7 @@ class AuditRecord:
     decision: str
     """``execute``, ``propose``, ``refuse``, ``clarify``, ``approve``, ``reject``, ``failed``, ``blocked``..."""
     reason: str
-    """A reason code (``operator_only``, ``dlp_finding``, ``not_in_latest_list``...)."""
+    """A reason code (``operator_only``, ``dlp_finding``, ``not_returned``...)."""
     code: str = ""
     """The error code for refusals (``permission_denied``...)."""
     tool: str = ""

@@ -7,12 +7,13 @@ connection pool, applies our migrations and the checkpointer's, and closes every
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
@@ -21,7 +22,10 @@ from psycopg_pool import AsyncConnectionPool
 from graph.migrations import MIGRATIONS, SUMMARIES
 from graph.settings import Settings
 
-__all__ = ["Database", "apply_migrations", "embedded_url", "open_database"]
+if TYPE_CHECKING:
+    from tools.registry import Registry
+
+__all__ = ["Database", "ToolMigrationChanged", "apply_migrations", "apply_tool_migrations", "embedded_url", "open_database"]
 
 # Serializes concurrent migrators (several API servers or workers starting at once).
 _MIGRATION_LOCK_KEY = 0x746F6C6C  # "toll"
@@ -60,6 +64,39 @@ async def apply_migrations(conn: AsyncConnection[Any]) -> int:
                 (version, SUMMARIES[version]),
             )
         return len(MIGRATIONS) - 1
+
+
+async def apply_tool_migrations(db: Database, registry: Registry) -> None:
+    """Apply each tool's pending migration steps (:attr:`tools.registry.ToolSpec.migrations`), in order.
+
+    One transaction per tool, under the migration lock, so concurrent starts apply a step once.
+    A step already applied whose text has changed refuses to start (:class:`ToolMigrationChanged`):
+    a released step is never edited, only followed by new ones.
+    """
+    for tool in registry.tools:
+        if not tool.migrations:
+            continue
+        async with db.pool.connection() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK_KEY,))
+            cur = await conn.execute("SELECT step, digest FROM tool_migrations WHERE tool = %s", (tool.name,))
+            applied = {row["step"]: row["digest"] for row in await cur.fetchall()}
+            for step, sql in enumerate(tool.migrations):
+                digest = hashlib.sha256(sql.encode()).hexdigest()
+                if step in applied:
+                    if applied[step] != digest:
+                        raise ToolMigrationChanged(tool.name, step)
+                    continue
+                await conn.execute(sql, prepare=False)
+                await conn.execute(
+                    "INSERT INTO tool_migrations (tool, step, digest) VALUES (%s, %s, %s)", (tool.name, step, digest)
+                )
+
+
+class ToolMigrationChanged(RuntimeError):
+    """A tool's applied migration step was edited since it was applied."""
+
+    def __init__(self, tool: str, step: int) -> None:
+        super().__init__(f"migration step {step} of tool {tool!r} changed after it was applied; add a new step instead")
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,7 +106,8 @@ class _Waiting:
     request: ApprovalRequest
     plan: Plan
     pending: Pending
-    recent: dict[str, Any]
+    ids: dict[str, Any]
+    """The thread's recent lists and known ids (what an edit may bind)."""
 
 
 class TurnRunner:
@@ -158,7 +159,8 @@ class TurnRunner:
         plan, pending = values.get("plan"), values.get("pending")
         if request is None or plan is None or pending is None:
             return None
-        return _Waiting(request=request, plan=plan, pending=pending, recent=values.get("recent") or {})
+        return _Waiting(request=request, plan=plan, pending=pending,
+                        ids={"recent": values.get("recent") or {}, "known": values.get("known") or {}})
 
     async def _reconcile(self, thread_id: str) -> None:
         """Bring the thread's approvals in line with its checkpoint and ledger (under its lease)."""
@@ -286,7 +288,7 @@ class TurnRunner:
             status = await self._status(block["id"], ctx.owner_id)
             if status != "pending":
                 raise ApprovalInvalid(f"approval already {status or 'closed'}")
-            check_decision(self.services, ctx, thread_id, waiting.plan, waiting.pending, waiting.recent, value)
+            check_decision(self.services, ctx, thread_id, waiting.plan, waiting.pending, waiting.ids, value)
             async for event in self._run(ctx, thread_id, Command(resume=value)):
                 yield event
 

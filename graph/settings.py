@@ -114,6 +114,13 @@ class Settings(BaseSettings):
     """Time budget per provider for those attempts."""
     checkpoint_prune_every: int = Field(default=25, ge=0, le=100_000)
     """About one finished turn in N prunes its thread to the latest checkpoint (0: keep all)."""
+    tools: list[str] = Field(default_factory=list)
+    """Plug-in tools to serve besides the built-ins: a JSON list of ``"package.module:NAME"``
+    (a ToolSpec, a list of them, or a callable taking these settings)."""
+    tool_entry_points: bool = True
+    """Also serve the tools installed packages register under the ``tollgate.tools`` entry points."""
+    disabled_tools: list[str] = Field(default_factory=list)
+    """Built-in tools to switch off (JSON list of names: ``["reminders", "triggers"]``)."""
     menu_cap: int = Field(default=24, ge=1, le=512)
     """Most functions offered to the model; larger registries get a BM25 shortlist."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
@@ -27,6 +27,7 @@ __all__ = [
     "TurnInput",
     "TurnOutput",
     "TurnState",
+    "merge_known",
     "merge_recent",
     "turn_messages",
 ]
@@ -142,6 +143,21 @@ def merge_recent(left: dict[str, RecentList] | None, right: dict[str, RecentList
     return out
 
 
+KNOWN_IDS_PER_KIND: Final = 256
+"""How many server-returned ids of one kind a thread keeps bindable (the newest)."""
+
+
+def merge_known(left: dict[str, list[str]] | None, right: dict[str, list[str]] | None) -> dict[str, list[str]]:
+    """Ids the server returned, per kind, oldest first: new ones are appended (an id seen again
+    moves to the end) and only the newest :data:`KNOWN_IDS_PER_KIND` are kept."""
+    out = dict(left or {})
+    for kind, ids in (right or {}).items():
+        fresh = set(ids)
+        merged = [i for i in out.get(kind, []) if i not in fresh] + list(dict.fromkeys(ids))
+        out[kind] = merged[-KNOWN_IDS_PER_KIND:]
+    return out
+
+
 class TurnInput(TypedDict):
     """What starts a turn: the user's message."""
 
@@ -192,4 +208,7 @@ class TurnState(TypedDict):
     superseded: NotRequired[str | None]
     """Preview of an approval a new message superseded, to mention in the reply."""
     recent: Annotated[dict[str, RecentList], merge_recent]
-    """Latest list per kind, written only by execute from the store's own results."""
+    """Latest list per kind (what a position means), written only by execute from the tools' own results."""
+    known: Annotated[dict[str, list[str]], merge_known]
+    """Every id per kind the tools returned in this thread (lists, item reads, writes), bounded:
+    the ids a call may bind. Written only by execute."""

@@ -13,6 +13,7 @@ validation, and is sealed anew. The decision is recorded in the approvals table
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -22,7 +23,7 @@ from langgraph.types import interrupt
 
 from graph import approvals
 from graph.services import Services, ServicesProvider
-from graph.state import Context, Gate, Pending, Plan, RecentList, TurnState
+from graph.state import Context, Gate, Pending, Plan, TurnState
 from nodes._common import seal, sink_for, thread_id_of
 from nodes.id_validation import bind_plan_ids
 from policies.approval import args_hash, check_binding, read_token
@@ -51,7 +52,7 @@ class Decided:
 
 
 def check_decision(
-    svc: Services, ctx: Context, thread_id: str, plan: Plan, pending: Pending, recent: dict[str, RecentList], value: object
+    svc: Services, ctx: Context, thread_id: str, plan: Plan, pending: Pending, thread: Mapping[str, Any], value: object
 ) -> Decided:
     """Check a resume ``value`` against the pending request; raise a typed error to refuse it.
 
@@ -86,9 +87,9 @@ def check_decision(
     if checked.value is None:
         raise InvalidArgs(function_name(plan["tool"], plan["action"]), list(checked.violations))
     args = checked.value.model_dump(mode="json", exclude_none=True)
-    bound, failure, kind = bind_plan_ids(spec, args, recent)
+    bound, failure, kind = bind_plan_ids(svc.registry, spec, args, thread)
     if failure is not None:
-        raise OffListId(kind, failure.refusal or "not_in_latest_list")
+        raise OffListId(kind, failure.refusal or "not_returned")
     return Decided("edit", args=bound)
 
 
@@ -108,7 +109,7 @@ def make_approval(provider: ServicesProvider) -> Any:
         for _ in range(_MAX_REFUSED + 1):
             value = interrupt(request)
             try:
-                decided = check_decision(svc, ctx, thread_id, plan, pending, state.get("recent") or {}, value)
+                decided = check_decision(svc, ctx, thread_id, plan, pending, state, value)
                 break
             except TollgateError:
                 continue  # the request stays pending: ask again

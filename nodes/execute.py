@@ -15,8 +15,8 @@ checks its own authority instead of trusting how it was reached:
 
 Every refusal is audited. Transient failures retry (bounded, with jitter) only for idempotent
 actions. A failure is a result, not a crash. The result is made storable (third-party content
-may hold anything) before it enters the state, and list results replace the thread's recent
-list of their kind.
+may hold anything) before it enters the state; list results replace the thread's recent list
+of their kind, and the ids a result returns (rows, a read or created item) become bindable.
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ from graph.perimeter import governance_policy
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Gate, Plan, RecentList, TurnState
 from nodes._common import sink_for, thread_id_of
+from nodes.id_validation import bind_plan_ids, refusal_message
 from policies.approval import verify_seal
 from policies.arguments import load_args
 from policies.errors import EgressDenied, PermissionDenied, TollgateError, Transient, Unavailable
 from policies.fencing import fence, new_nonce
 from policies.governance import ActionFacts, GovernanceDecision, govern
-from policies.ids import bind_ids
 from policies.storable import storable
 from tools.registry import ActionResult, ActionSpec, ExecContext
 
@@ -101,8 +101,13 @@ async def _run_once(
     approval's move to ``executed``; a read needs no transaction.
     """
     args = load_args(spec.args, plan["args"])
+    tool = svc.registry.tool(plan["tool"])
+    database = tool is not None and tool.database
     try:
         if key is None:
+            if not database:
+                cleaned = storable(await _call(spec, plan, ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), None), args))
+                return cleaned.value, False, cleaned.changed
             async with svc.db.pool.connection() as conn:
                 cleaned = storable(await _call(spec, plan, ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args))
                 return cleaned.value, False, cleaned.changed
@@ -119,7 +124,8 @@ async def _run_once(
                 row = await cur.fetchone()
                 if row is not None:
                     return row["result"], True, False
-            cleaned = storable(await _call(spec, plan, ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn, key), args))
+            cleaned = storable(await _call(
+                spec, plan, ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn if database else None, key), args))
             result = cleaned.value
             await conn.execute(_LEDGER_PUT, (key, ctx.owner_id, plan["tool"], plan["action"], json.dumps(result)))
             if approval is not None:
@@ -146,6 +152,18 @@ async def _run(
     raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
 
 
+def returned_ids(result: ActionResult) -> dict[str, list[str]]:
+    """The ids a result hands the thread, per kind: its rows' (``list_kind``) and its item's (``item_kind``)."""
+    out: dict[str, list[str]] = {}
+    if "list_kind" in result:
+        out.setdefault(result["list_kind"], []).extend(
+            row["id"] for row in result.get("rows", []) if isinstance(row.get("id"), str))
+    item = result.get("item")
+    if "item_kind" in result and isinstance(item, dict) and isinstance(item.get("id"), str):
+        out.setdefault(result["item_kind"], []).append(item["id"])
+    return out
+
+
 def _tool_message(plan: Plan, result: ActionResult | None, error: TollgateError | None) -> ToolMessage:
     if error is not None:
         return ToolMessage(
@@ -157,6 +175,8 @@ def _tool_message(plan: Plan, result: ActionResult | None, error: TollgateError 
         data["rows"] = result["rows"]
     if "item" in result:
         data["item"] = result["item"]
+    if "content" in result:
+        data["content"] = result["content"]
     return ToolMessage(content=fence("tool_result", data, new_nonce()), tool_call_id=plan["call_id"])
 
 
@@ -240,21 +260,18 @@ def make_execute(provider: ServicesProvider) -> Any:
             }
         needs_approval = check.verdict == "propose"
         if spec.writes and not needs_approval:
-            # The approval-free write re-checks its ids against the thread's lists right before writing.
-            for field, kind in spec.id_fields.items():
-                value = plan["args"].get(field)
-                refs = value if isinstance(value, list) else [value]
-                rows = (state.get("recent") or {}).get(kind, {}).get("rows", [])
-                if value is not None and not bind_ids([str(r) for r in refs], [r["id"] for r in rows]).ok:
-                    sink.emit("error", code="off_list_id", reason="recheck_failed", kind=kind)
-                    await _audit(svc, ctx, config, state, plan, "clarify", "recheck_failed", "off_list_id")
-                    return {
-                        "seq": sink.seq,
-                        "plan": None,
-                        "outcome": "clarify",
-                        "gate": Gate(verdict="clarify", reason="recheck_failed", code="off_list_id",
-                                     message=f"I can only act on {kind} items from your latest list."),
-                    }
+            # The approval-free write re-checks its ids against the thread's right before writing.
+            _, failure, kind = bind_plan_ids(svc.registry, spec, plan["args"], state)
+            if failure is not None:
+                sink.emit("error", code="off_list_id", reason="recheck_failed", kind=kind)
+                await _audit(svc, ctx, config, state, plan, "clarify", "recheck_failed", "off_list_id")
+                return {
+                    "seq": sink.seq,
+                    "plan": None,
+                    "outcome": "clarify",
+                    "gate": Gate(verdict="clarify", reason="recheck_failed", code="off_list_id",
+                                 message=refusal_message(failure.refusal or "not_returned", kind)),
+                }
         key: str | None = None
         if spec.writes or needs_approval:
             key = approval if needs_approval else f"{thread_id}:{state.get('turn_id', '')}:{plan['call_id']}"
@@ -294,6 +311,9 @@ def make_execute(provider: ServicesProvider) -> Any:
                     )
                 }
                 update["lists_run"] = [*(state.get("lists_run") or []), f"{plan['tool']}.list"]
+            returned = returned_ids(result)
+            if returned:
+                update["known"] = returned
         return update | {
             "seq": sink.seq,
             "result": result,

@@ -67,7 +67,7 @@ class _NoStore:
         raise _StoreNeeded(name)
 
 
-async def _render_preview(spec: ActionSpec, args: Any, ctx: Context, svc: Services) -> str:
+async def _render_preview(spec: ActionSpec, args: Any, ctx: Context, svc: Services, *, database: bool) -> str:
     """The preview, from the arguments alone when it can be, else from one read-only snapshot.
 
     Many previews ("Add the task ...") need no store: a first attempt runs with a connection
@@ -78,6 +78,8 @@ async def _render_preview(spec: ActionSpec, args: Any, ctx: Context, svc: Servic
     render = spec.preview
     if render is None:
         raise ValueError(f"{spec.name} has no preview")
+    if not database:
+        return await render(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), None), args)
     try:
         no_store = cast("AsyncConnection[Any]", _NoStore())
         return await render(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), no_store), args)
@@ -108,7 +110,8 @@ def make_propose(provider: ServicesProvider) -> Any:
             if spec.preview is None:
                 preview = _generic_preview(spec, plan["args"])  # from the arguments alone: no statement
             else:
-                preview = await _render_preview(spec, args, ctx, svc)
+                tool = svc.registry.tool(plan["tool"])
+                preview = await _render_preview(spec, args, ctx, svc, database=tool is not None and tool.database)
         except TollgateError as exc:
             sink.emit("error", code=exc.code, message=exc.message)
             await append_audit(

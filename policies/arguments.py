@@ -73,11 +73,15 @@ def _check_text(value: str) -> str:
     return value
 
 
-def SafeText(max_length: int, *, min_length: int = 1) -> Any:  # noqa: N802 - a type factory, used like a type
-    """A string of bounded length with no control, surrogate or bidi characters."""
+def SafeText(max_length: int, *, min_length: int = 1, strip: bool = False) -> Any:  # noqa: N802 - a type factory
+    """A string of bounded length with no control, surrogate or bidi characters.
+
+    The value arrives as sent: surrounding whitespace is kept unless ``strip`` says the schema
+    strips it. ``min_length=0`` allows the empty string.
+    """
     return Annotated[
         str,
-        StringConstraints(min_length=min_length, max_length=max_length, strip_whitespace=True),
+        StringConstraints(min_length=min_length, max_length=max_length, strip_whitespace=strip),
         AfterValidator(_check_text),
     ]
 
@@ -102,20 +106,18 @@ def Count(lo: int, hi: int) -> Any:  # noqa: N802 - a type factory
     return Annotated[int, Interval(ge=lo, le=hi), BeforeValidator(_clamper(lo, hi))]
 
 
-IdRef = Annotated[
-    str,
-    StringConstraints(min_length=1, max_length=64, pattern=r"^#?[A-Za-z0-9_-]{1,63}$"),
-]
-"""An item id from the latest list, or a display position such as ``"#2"``.
+IdRef = Annotated[str, StringConstraints(min_length=1, max_length=512), AfterValidator(_check_text)]
+"""An id the server returned in this thread, or a position in the latest list such as ``"#2"``.
 
-The value carries no authority: id validation resolves it against the server's own list.
+The value carries no authority: id validation checks it against its kind's shape and the ids
+the server returned (:mod:`policies.ids`).
 """
 
 
 class ArgsModel(BaseModel):
-    """Base of every action's argument model: frozen, closed, strictly typed."""
+    """Base of every action's argument model: frozen, closed, strictly typed, taken as sent (no stripping)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, str_strip_whitespace=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,32 +1,56 @@
 """Id membership: the injection boundary.
 
-A model may only bind ids the server itself returned in the most recent list of that kind in
-this thread. Positional references ("#2", "2") are resolved here, from that list. Fail
-closed: no list, a blank reference, a position out of range, a duplicate or any non-member
-refuses the whole set, so a bulk action with one bad id binds none of them.
+A model may only bind ids the server itself returned in this thread: the rows of a list, an
+item it read, an item a write created. Each kind of id keeps a bounded set of them; a position
+(``"#2"``, the only way positions are written) means that row of the latest list of its kind.
+A bare number is never a position: for a tool whose ids are numbers, ``"11"`` is the id 11.
+
+Fail closed: no such id, a blank or malformed reference, a position out of range, a duplicate:
+the whole set is refused, so a bulk action with one bad id binds none of them. Nothing is
+normalized: a reference binds only as exactly the id the server returned.
+
+Id fields are paths into the arguments: ``event_id``; ``message_ids`` (a list: every element);
+``share.file_id`` (a nested object); ``items[].file_id`` (a field of every element of a list).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
-__all__ = ["IdBinding", "IdRefusal", "bind_ids"]
+__all__ = [
+    "IdBinding",
+    "IdRefusal",
+    "bind_ids",
+    "check_id_path",
+    "id_refs",
+    "is_position",
+    "with_ids",
+]
 
-IdRefusal = Literal["no_list", "blank", "position_out_of_range", "not_in_latest_list", "duplicate", "empty"]
+IdRefusal = Literal["no_list", "blank", "bad_id", "position_out_of_range", "not_returned", "duplicate", "empty"]
 """Why a set of references was refused."""
 
-_POSITION: Final = re.compile(r"^#?([0-9]{1,3})$")
+_POSITION: Final = re.compile(r"^#([0-9]{1,3})$")
+_PATH_PART: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[\])?$")
+
+Location = tuple[str | int, ...]
+"""Where a reference sits in the arguments: keys and list indexes."""
+
+
+def is_position(ref: str) -> bool:
+    """Whether ``ref`` is written as a position (``"#2"``)."""
+    return bool(_POSITION.match(ref))
 
 
 @dataclass(frozen=True, slots=True)
 class IdBinding:
-    """The result of binding references against a recent list."""
+    """The result of binding references."""
 
     ids: tuple[str, ...]
-    """The bound store ids, in the order given (empty when refused)."""
+    """The bound ids, in the order given (empty when refused)."""
     refusal: IdRefusal | None = None
     """Why nothing was bound, or ``None`` on success."""
 
@@ -41,27 +65,98 @@ class IdBinding:
         return cls((), reason)
 
 
-def bind_ids(refs: Sequence[str], recent_ids: Sequence[str]) -> IdBinding:
-    """Resolve ``refs`` (ids or positions) against ``recent_ids`` (display order). Fail closed."""
+def bind_ids(
+    refs: Sequence[object],
+    latest: Sequence[str],
+    known: Collection[str],
+    *,
+    accepts: Callable[[str], bool],
+    positions: bool = True,
+) -> IdBinding:
+    """Resolve ``refs`` against the ids the server returned. Fail closed.
+
+    ``latest`` is the latest list of the kind (display order: what ``"#2"`` means), ``known``
+    every id of the kind the server returned in the thread (``latest`` included), ``accepts``
+    the kind's own check of an id's shape. With ``positions`` off, ``"#2"`` is only ever an id.
+    """
     if not refs:
         return IdBinding.refuse("empty")
-    if not recent_ids:
-        return IdBinding.refuse("no_list")
-    members = {i.strip() for i in recent_ids if i and i.strip()}
     bound: list[str] = []
     for ref in refs:
-        candidate = ref.strip() if isinstance(ref, str) else ""
-        if not candidate:
+        if not isinstance(ref, str) or not ref.strip():
             return IdBinding.refuse("blank")
-        position = _POSITION.match(candidate)
-        if position:
-            index = int(position.group(1))
-            if not 1 <= index <= len(recent_ids):
+        candidate = ref
+        if candidate not in known and positions and is_position(candidate):
+            if not latest:
+                return IdBinding.refuse("no_list")
+            index = int(candidate[1:])
+            if not 1 <= index <= len(latest):
                 return IdBinding.refuse("position_out_of_range")
-            candidate = recent_ids[index - 1].strip()
-        if candidate not in members:
-            return IdBinding.refuse("not_in_latest_list")
+            candidate = latest[index - 1]
+        elif candidate not in known:
+            if not accepts(candidate):
+                return IdBinding.refuse("bad_id")
+            return IdBinding.refuse("not_returned" if known else "no_list")
         if candidate in bound:
             return IdBinding.refuse("duplicate")
         bound.append(candidate)
     return IdBinding(tuple(bound))
+
+
+def check_id_path(path: str) -> tuple[str, ...]:
+    """The parts of an id-field path (``items[].file_id`` -> ``("items[]", "file_id")``); ``ValueError`` if malformed."""
+    parts = tuple(path.split("."))
+    if not path or not all(_PATH_PART.match(p) for p in parts):
+        raise ValueError(f"id field path {path!r} must be names joined by '.', each optionally followed by '[]'")
+    return parts
+
+
+def id_refs(args: dict[str, Any], path: str) -> list[tuple[Location, object]]:
+    """Every reference at ``path`` in ``args``, with its location. A missing or null value has none.
+
+    A value that is a list at the end of the path contributes each element.
+    """
+    return list(_walk(args, check_id_path(path), ()))
+
+
+def _walk(node: object, parts: tuple[str, ...], at: Location) -> Iterator[tuple[Location, object]]:
+    if not parts:
+        if isinstance(node, list):
+            for index, element in enumerate(node):
+                yield (*at, index), element
+        elif node is not None:
+            yield at, node
+        return
+    head, rest = parts[0], parts[1:]
+    each = head.endswith("[]")
+    key = head[:-2] if each else head
+    if not isinstance(node, dict) or node.get(key) is None:
+        return
+    value = node[key]
+    if each:
+        if not isinstance(value, list):
+            yield (*at, key), value  # not a list where one is declared: refused as a malformed reference
+            return
+        for index, element in enumerate(value):
+            yield from _walk(element, rest, (*at, key, index))
+    else:
+        yield from _walk(value, rest, (*at, key))
+
+
+def with_ids(args: dict[str, Any], bound: Sequence[tuple[Location, str]]) -> dict[str, Any]:
+    """A copy of ``args`` with each location set to its bound id (the input is not changed)."""
+    out: Any = _copy(args)
+    for location, value in bound:
+        node = out
+        for step in location[:-1]:
+            node = node[step]
+        node[location[-1]] = value
+    return out
+
+
+def _copy(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _copy(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_copy(v) for v in node]
+    return node

@@ -19,6 +19,11 @@ from graph.settings import Settings
 # async fixtures would get a second session loop and tear the first one's fixtures down.
 asyncio.set_event_loop_policy(event_loop.Policy())
 
+# Tests serve the built-in tools unless they say otherwise: the example plug-in installed in
+# this environment (examples/bookmarks) is served only by the tests about plug-ins, which set
+# this back for their own processes.
+os.environ["TOLLGATE_TOOL_ENTRY_POINTS"] = "false"
+
 
 @pytest.fixture(scope="session")
 def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:

@@ -250,7 +250,7 @@ async def _tampered_token(turns: Turns, model: ScriptedModel, ctx: Context, thre
         pytest.param(_blocklist, [("gate", "refuse", "blocklisted", "permission_denied")], id="blocklist"),
         pytest.param(_invented_function, [("picker", "clarify", "invalid_call", "invalid_args")], id="invented-function"),
         pytest.param(_owner_claim, [("picker", "clarify", "invalid_call", "invalid_args")], id="owner-claim"),
-        pytest.param(_invented_id, [("ids", "clarify", "not_in_latest_list", "off_list_id")], id="invented-id"),
+        pytest.param(_invented_id, [("ids", "clarify", "not_returned", "off_list_id")], id="invented-id"),
         pytest.param(_secret_read, [("gate", "refuse", "dlp_finding", "egress_denied")], id="secret-in-a-read"),
         pytest.param(_edit_adds_secret, [("execute", "refuse", "edit_dlp_finding", "egress_denied")], id="edit-adds-secret"),
         pytest.param(_edit_changes_action, [("runner", "invalid", "resume_refused", "approval_invalid")], id="edit-changes-action"),

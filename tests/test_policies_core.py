@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -58,30 +60,57 @@ def test_soft_actions_do_not_look_destructive() -> None:
 
 
 IDS = ["evt_a", "evt_b", "evt_c"]
+EARLIER = ["evt_x", "evt_y"]  # returned by an earlier list or an item read of the thread
+_DEFAULT = re.compile(r"[A-Za-z0-9_-]{1,63}")
+
+
+def _default_shape(value: str) -> bool:
+    return _DEFAULT.fullmatch(value) is not None
 
 
 @pytest.mark.parametrize(
-    ("refs", "recent", "ids", "refusal"),
+    ("refs", "latest", "known", "ids", "refusal"),
     [
-        pytest.param(["#2"], IDS, ("evt_b",), None, id="position"),
-        pytest.param(["3"], IDS, ("evt_c",), None, id="bare-position"),
-        pytest.param([" evt_a "], IDS, ("evt_a",), None, id="member-stripped"),
-        pytest.param(["#1", "evt_c"], IDS, ("evt_a", "evt_c"), None, id="bulk-in-order"),
-        pytest.param(["#1"], [], (), "no_list", id="no-list"),
-        pytest.param([""], IDS, (), "blank", id="blank"),
-        pytest.param(["   "], IDS, (), "blank", id="whitespace"),
-        pytest.param([], IDS, (), "empty", id="empty"),
-        pytest.param(["#4"], IDS, (), "position_out_of_range", id="past-end"),
-        pytest.param(["#0"], IDS, (), "position_out_of_range", id="zero"),
-        pytest.param(["evt_z"], IDS, (), "not_in_latest_list", id="non-member"),
-        pytest.param(["EVT_A"], IDS, (), "not_in_latest_list", id="case-differs"),
-        pytest.param(["#1", "evt_forged"], IDS, (), "not_in_latest_list", id="one-bad-binds-none"),
-        pytest.param(["#1", "evt_a"], IDS, (), "duplicate", id="duplicate"),
+        pytest.param(["#2"], IDS, IDS, ("evt_b",), None, id="position"),
+        pytest.param(["#1", "evt_c"], IDS, IDS, ("evt_a", "evt_c"), None, id="bulk-in-order"),
+        pytest.param(["evt_x"], IDS, [*EARLIER, *IDS], ("evt_x",), None, id="an-earlier-list-still-binds"),
+        pytest.param(["evt_x"], [], EARLIER, ("evt_x",), None, id="an-item-read-or-created-binds-without-a-list"),
+        pytest.param(["3"], IDS, IDS, (), "not_returned", id="a-bare-number-is-no-position"),
+        pytest.param([" evt_a "], IDS, IDS, (), "bad_id", id="nothing-is-stripped"),
+        pytest.param(["#1"], [], [], (), "no_list", id="no-list"),
+        pytest.param(["evt_a"], [], [], (), "no_list", id="nothing-returned-yet"),
+        pytest.param([""], IDS, IDS, (), "blank", id="blank"),
+        pytest.param(["   "], IDS, IDS, (), "blank", id="whitespace"),
+        pytest.param([7], IDS, IDS, (), "blank", id="not-a-string"),
+        pytest.param([], IDS, IDS, (), "empty", id="empty"),
+        pytest.param(["#4"], IDS, IDS, (), "position_out_of_range", id="past-end"),
+        pytest.param(["#0"], IDS, IDS, (), "position_out_of_range", id="zero"),
+        pytest.param(["evt_z"], IDS, IDS, (), "not_returned", id="never-returned"),
+        pytest.param(["EVT_A"], IDS, IDS, (), "not_returned", id="case-differs"),
+        pytest.param(["evt a@b"], IDS, IDS, (), "bad_id", id="malformed-for-its-kind"),
+        pytest.param(["#1", "evt_forged"], IDS, IDS, (), "not_returned", id="one-bad-binds-none"),
+        pytest.param(["#1", "evt_a"], IDS, IDS, (), "duplicate", id="duplicate"),
     ],
 )
-def test_id_membership_fails_closed(refs: list[str], recent: list[str], ids: tuple[str, ...], refusal: str | None) -> None:
-    binding = bind_ids(refs, recent)
+def test_id_membership_fails_closed(
+    refs: list[object], latest: list[str], known: list[str], ids: tuple[str, ...], refusal: str | None
+) -> None:
+    binding = bind_ids(refs, latest, set(known), accepts=_default_shape)
     assert (binding.ids, binding.refusal) == (ids, refusal)
+
+
+def test_numeric_ids_bind_as_ids_never_as_positions() -> None:
+    # The reported bug: "11" bound row 11 of the latest list (file "10"), not file "11".
+    files = [str(n) for n in range(0, 12)]  # the latest list shows ids "0".."11" in order
+    binding = bind_ids(["11"], files, set(files), accepts=str.isdigit)
+    assert binding.ids == ("11",)
+    assert bind_ids(["#11"], files, set(files), accepts=str.isdigit).ids == ("10",)  # a position says so
+
+
+def test_ids_that_look_like_positions_turn_positions_off() -> None:
+    channels = ["#general", "#2"]
+    assert bind_ids(["#2"], channels, set(channels), accepts=lambda v: v.startswith("#"), positions=False).ids == ("#2",)
+    assert bind_ids(["#1"], channels, set(channels), accepts=lambda v: v.startswith("#"), positions=False).refusal == "not_returned"
 
 
 def _claims(**overrides: object) -> ApprovalClaims:

@@ -72,12 +72,11 @@ async def test_a_corrected_call_runs(turns: Turns, model: ScriptedModel, ctx: Co
     ("setup", "ref", "reason"),
     [
         pytest.param([], "#1", "no_list", id="no-list-yet"),
-        pytest.param(["today"], "evt_invented1", "not_in_latest_list", id="invented-id"),
+        pytest.param(["today"], "evt_invented1", "not_returned", id="invented-id"),
         pytest.param(["today"], "#9", "position_out_of_range", id="position-out-of-range"),
-        pytest.param(["today", "tomorrow"], "FIRST_TODAY", "not_in_latest_list", id="id-only-in-older-list"),
     ],
 )
-async def test_ids_outside_the_latest_list_bind_nothing(
+async def test_ids_the_server_never_returned_bind_nothing(
     turns: Turns, model: ScriptedModel, ctx: Context, db: Database, setup: list[str], ref: str, reason: str
 ) -> None:
     thread = ctx.owner_id + "/ids"

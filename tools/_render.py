@@ -148,21 +148,29 @@ def list_result(tool: str, action: str, list_kind: str, rows: Iterable[ResultRow
     }
 
 
+def _with_kind(result: ActionResult, item: Mapping[str, Any], id_kind: str) -> ActionResult:
+    # The built-ins' convention: an item's id is of the kind named after its tool.
+    if isinstance(item.get("id"), str):
+        result["item_kind"] = id_kind
+    return result
+
+
 def item_result(tool: str, action: str, item: Mapping[str, Any], summary: str) -> ActionResult:
-    """A single-item read."""
-    return {"tool": tool, "action": action, "kind": "item", "summary": summary, "item": jsonable(item)}
+    """A single-item read; an item with an ``id`` makes it bindable (kind: the tool's name)."""
+    return _with_kind({"tool": tool, "action": action, "kind": "item", "summary": summary, "item": jsonable(item)},
+                      item, tool)
 
 
 def write_result(tool: str, action: str, item: Mapping[str, Any], changed: int, summary: str) -> ActionResult:
-    """A write: the item as it now is and how many items really changed."""
-    return {
+    """A write: the item as it now is (bindable, like :func:`item_result`'s) and how many items really changed."""
+    return _with_kind({
         "tool": tool,
         "action": action,
         "kind": "write",
         "summary": summary,
         "item": jsonable(item),
         "changed": changed,
-    }
+    }, item, tool)
 
 
 def render_list(result: ActionResult) -> str:
@@ -182,13 +190,13 @@ def render_summary(result: ActionResult) -> str:
 
 async def fetch_all(ctx: ExecContext, sql: LiteralString, params: Sequence[Any]) -> list[dict[str, Any]]:
     """Every row of ``sql`` on the call's connection, as dicts."""
-    async with ctx.conn.cursor(row_factory=dict_row) as cur:
+    async with ctx.db.cursor(row_factory=dict_row) as cur:
         await cur.execute(sql, params)
         return await cur.fetchall()
 
 
 async def fetch_one(ctx: ExecContext, sql: LiteralString, params: Sequence[Any]) -> dict[str, Any] | None:
     """The first row of ``sql`` on the call's connection, or ``None``."""
-    async with ctx.conn.cursor(row_factory=dict_row) as cur:
+    async with ctx.db.cursor(row_factory=dict_row) as cur:
         await cur.execute(sql, params)
         return await cur.fetchone()

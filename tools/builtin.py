@@ -16,7 +16,7 @@ from tools.tasks import TASKS
 from tools.triggers import TRIGGERS
 from tools.web import web_tools
 
-__all__ = ["builtin_tools", "default_registry"]
+__all__ = ["builtin_tools", "default_registry", "web_tools"]
 
 
 def builtin_tools() -> tuple[ToolSpec, ...]:
@@ -26,7 +26,11 @@ def builtin_tools() -> tuple[ToolSpec, ...]:
 
 
 def default_registry(settings: Mapping[str, Any] | BaseModel | None = None) -> Registry:
-    """A registry of the built-in tools enabled for ``settings`` (a mapping or a settings model)."""
+    """A registry of the built-in tools alone, enabled for ``settings`` (a mapping or a settings model).
+
+    A process serves :func:`tools.loading.assemble_registry` (built-ins and plug-ins); this is
+    the built-ins' own view, for their tests and evals. The web tools (weather, search, fetch)
+    are off unless settings turn them on.
+    """
     values = settings.model_dump() if isinstance(settings, BaseModel) else settings
-    # The web tools (weather, search, fetch) are off unless settings turn them on.
     return Registry((*builtin_tools(), *web_tools(values)), values)

@@ -278,6 +278,7 @@ async def cancel_event(ctx: ExecContext, args: CalendarCancelArgs) -> ActionResu
 _EVENT_ID = {"event_id": "calendar"}
 
 CALENDAR = ToolSpec(
+    database=True,
     name=_TOOL,
     description="Your calendar of events.",
     capability_phrase="check and manage your calendar",

@@ -244,6 +244,7 @@ async def mark_read(ctx: ExecContext, args: MailMarkReadArgs) -> ActionResult:
 _MESSAGE_IDS = {"message_ids": "mail"}
 
 MAIL = ToolSpec(
+    database=True,
     name=_TOOL,
     description="Your mailbox: inbox, sent mail and trash.",
     capability_phrase="read, send and tidy your mail",

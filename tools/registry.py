@@ -11,14 +11,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
+import re
 from types import MappingProxyType
 
 from psycopg import AsyncConnection
 from pydantic import BaseModel
 from typing_extensions import NotRequired, TypedDict  # pydantic needs these on Python < 3.12
 
+from policies.ids import check_id_path
 from policies.tiers import Effect, Tier, looks_destructive
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "ActionSpec",
     "ExecContext",
     "Executor",
+    "IdKind",
     "Previewer",
     "Registry",
     "Renderer",
@@ -64,6 +67,12 @@ class ActionResult(TypedDict):
     """For item reads and writes: the item's fields as JSON values."""
     changed: NotRequired[int]
     """For writes: how many items the write changed (0 when it was already in that state)."""
+    item_kind: NotRequired[str]
+    """For item reads and writes: the id kind of ``item["id"]``; that id becomes bindable in the
+    thread (act on the event just created, the message just read)."""
+    content: NotRequired[Any]
+    """Structured content beside rows and item (JSON values, size-capped when stored), shown to
+    the model fenced as data, never as instructions."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +85,18 @@ class ExecContext:
     """The owner's IANA timezone, for rendering and relative dates."""
     now: datetime
     """The server's clock at the start of the call (timezone-aware)."""
-    conn: AsyncConnection[Any]
-    """A connection inside the call's transaction (read-only for previews)."""
+    conn: AsyncConnection[Any] | None
+    """For tools that ask for one (``ToolSpec.database``): a connection inside the call's
+    transaction (read-only for previews); ``None`` otherwise."""
     idempotency_key: str | None = None
     """For writes: the key of the idempotency ledger row committed with the write."""
+
+    @property
+    def db(self) -> AsyncConnection[Any]:
+        """The call's connection; raises ``RuntimeError`` for a tool that did not ask for one."""
+        if self.conn is None:
+            raise RuntimeError("this tool has no database connection (set database=True on its ToolSpec)")
+        return self.conn
 
 
 Executor = Callable[[ExecContext, Any], Awaitable[ActionResult]]
@@ -88,6 +105,51 @@ Previewer = Callable[[ExecContext, Any], Awaitable[str]]
 """Renders the approval preview for a write, reading (never writing) the store."""
 Renderer = Callable[[ActionResult], str]
 """Turns a result into a grounded reply without a model."""
+
+
+_DEFAULT_ID_PATTERN: Final = r"[A-Za-z0-9_-]{1,63}"
+
+
+@dataclass(frozen=True, slots=True)
+class IdKind:
+    """A kind of id (``calendar`` events, ``mail`` messages, a plug-in's ``file`` ids): what one looks like.
+
+    Ids carry no authority whatever their shape: a call binds only ids the server returned in
+    the thread (:mod:`policies.ids`). The shape is checked first, so a malformed reference gets
+    a precise refusal.
+    """
+
+    name: str
+    """The kind's name, as ``id_fields`` and results (``list_kind``, ``item_kind``) name it."""
+    pattern: str = _DEFAULT_ID_PATTERN
+    """A regular expression an id must match in full (``[0-9]+``, ``[^\\s]+@[^\\s]+``...)."""
+    validator: Callable[[str], bool] | None = None
+    """Optional further check of an id (after the pattern)."""
+    noun: str = ""
+    """What the user calls one ("event", "file"); the name when empty."""
+    positions: bool = True
+    """Whether ``"#2"`` may mean the 2nd row of the latest list; must be off when ids can look like that."""
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier():
+            raise ValueError(f"id kind {self.name!r} must be an identifier")
+        try:
+            compiled = re.compile(self.pattern)
+        except re.error as exc:
+            raise ValueError(f"id kind {self.name!r}: bad pattern ({exc})") from None
+        if self.positions and compiled.fullmatch("#1"):
+            raise ValueError(f"id kind {self.name!r}: its ids can look like a position ('#1'); set positions=False")
+
+    def accepts(self, value: str) -> bool:
+        """Whether ``value`` has the shape of an id of this kind."""
+        if len(value) > 512 or re.fullmatch(self.pattern, value) is None:
+            return False
+        return self.validator is None or bool(self.validator(value))
+
+    @property
+    def label(self) -> str:
+        """The noun for messages."""
+        return self.noun or self.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +171,9 @@ class ActionSpec:
     usage_examples: tuple[str, ...]
     """Natural requests that should route here (shown to the model, checked by tests)."""
     id_fields: Mapping[str, str] = field(default_factory=dict)
-    """Argument field -> recent-list kind whose membership id-validation enforces."""
+    """Argument path -> id kind whose membership id validation enforces. A path is a field
+    (``event_id``; a list field means each element), a nested field (``share.file_id``) or a
+    field of each list element (``items[].file_id``): every id found is checked, all or nothing."""
     preview: Previewer | None = None
     """Server-rendered approval preview; required for confirmation-tier actions."""
     idempotent: bool = True
@@ -141,9 +205,10 @@ class ActionSpec:
         if self.tier == "confirmation" and self.preview is None:
             raise ValueError(f"confirmation action {self.name!r} needs a preview")
         fields = self.args.model_fields
-        for field_name in self.id_fields:
-            if field_name not in fields:
-                raise ValueError(f"id field {field_name!r} is not an argument of {self.name!r}")
+        for path in self.id_fields:
+            first = check_id_path(path)[0].removesuffix("[]")
+            if first not in fields:
+                raise ValueError(f"id field {path!r} is not an argument of {self.name!r}")
         if self.args.model_config.get("extra") != "forbid":
             raise ValueError(f"arguments of {self.name!r} must forbid extra keys")
         if not self.args.model_config.get("frozen"):
@@ -164,6 +229,15 @@ class ToolSpec:
     """The tool's actions."""
     enabled: Callable[[Mapping[str, Any]], bool] = lambda _settings: True
     """Whether the tool is on for these settings."""
+    database: bool = False
+    """Whether its executors and previews get a database connection (``ExecContext.conn``);
+    tools that keep their data elsewhere get none."""
+    id_kinds: tuple[IdKind, ...] = ()
+    """The id kinds this tool's ids belong to (a kind named but not declared anywhere gets the
+    default shape: letters, digits, ``_`` and ``-``, up to 63)."""
+    migrations: tuple[str, ...] = ()
+    """SQL steps creating the tool's own tables, applied once each, in order, at start-up
+    (append only: an applied step is never edited)."""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():
@@ -222,6 +296,7 @@ class Registry:
         self._tier_map: Mapping[tuple[str, str], Tier] | None = None
         self._tools: dict[str, ToolSpec] = {}
         self._by_function: dict[str, tuple[ToolSpec, ActionSpec]] = {}
+        self._kinds: dict[str, IdKind] = {}
         for tool in tools:
             if tool.name in self._tools:
                 raise ValueError(f"tool {tool.name!r} registered twice")
@@ -230,6 +305,16 @@ class Registry:
             self._tools[tool.name] = tool
             for action in tool.actions:
                 self._by_function[function_name(tool.name, action.name)] = (tool, action)
+            for kind in tool.id_kinds:
+                if self._kinds.setdefault(kind.name, kind) != kind:
+                    raise ValueError(f"id kind {kind.name!r} is declared twice, differently")
+
+    def id_kind(self, name: str) -> IdKind:
+        """The declared kind called ``name`` (the default shape when no tool declares it)."""
+        kind = self._kinds.get(name)
+        if kind is None:
+            kind = self._kinds[name] = IdKind(name)
+        return kind
 
     @property
     def tools(self) -> tuple[ToolSpec, ...]:
@@ -243,6 +328,10 @@ class Registry:
     def lookup(self, function: str) -> tuple[ToolSpec, ActionSpec] | None:
         """The (tool, action) behind a function name, or ``None`` for an unknown function."""
         return self._by_function.get(function)
+
+    def tool(self, name: str) -> ToolSpec | None:
+        """The enabled tool called ``name``, or ``None``."""
+        return self._tools.get(name)
 
     def action(self, tool: str, action: str) -> ActionSpec | None:
         """The spec of (tool, action), or ``None``."""

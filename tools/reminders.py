@@ -165,6 +165,7 @@ async def snooze_reminder(ctx: ExecContext, args: ReminderSnoozeArgs) -> ActionR
 _REMINDER_ID = {"reminder_id": "reminders"}
 
 REMINDERS = ToolSpec(
+    database=True,
     name=_TOOL,
     description="Your reminders.",
     capability_phrase="set and manage reminders",

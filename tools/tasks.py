@@ -109,6 +109,7 @@ async def complete_task(ctx: ExecContext, args: TaskCompleteArgs) -> ActionResul
 
 
 TASKS = ToolSpec(
+    database=True,
     name=_TOOL,
     description="Your to-do list.",
     capability_phrase="keep your to-do list",

@@ -195,6 +195,7 @@ async def cancel_trigger(ctx: ExecContext, args: TriggerCancelArgs) -> ActionRes
 
 
 TRIGGERS = ToolSpec(
+    database=True,
     name=_TOOL,
     description="Rules that start a background run when a mail arrives or before an event.",
     capability_phrase="watch for mail or upcoming events and act on them in the background",

@@ -215,7 +215,8 @@ _ADMIN: Final = ToolSpec(
     capability_phrase="operate the server",
     actions=(
         ActionSpec("export_audit", "Export the audit log.", _NoArgs, "mustlist", _never, lambda r: "", ("export the audit log",)),
-        ActionSpec("purge_mailbox", "Erase every message.", _NoArgs, "blocklist", _never, lambda r: "", ("purge my mailbox",)),
+        ActionSpec("purge_mailbox", "Erase every message.", _NoArgs, "blocklist", _never, lambda r: "", ("purge my mailbox",),
+                   effect="destructive"),
     ),
 )
 

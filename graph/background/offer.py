@@ -46,7 +46,7 @@ async def preview_continue(ctx: ExecContext, args: ContinueArgs) -> str:
 
 async def continue_in_background(ctx: ExecContext, args: ContinueArgs) -> ActionResult:
     """Queue the run (once per key) in the execute step's transaction."""
-    cur = await ctx.conn.execute(
+    cur = await ctx.db.execute(
         "SELECT to_regclass('procrastinate_jobs') IS NOT NULL AS present,"
         " (SELECT owner_id FROM threads WHERE thread_id = %s) AS owner_id",
         (args.origin_thread,),
@@ -57,7 +57,7 @@ async def continue_in_background(ctx: ExecContext, args: ContinueArgs) -> Action
     if row["owner_id"] != ctx.owner_id:
         raise NotFound("thread", args.origin_thread)
     run = await insert_run(
-        ctx.conn,
+        ctx.db,
         run_id=args.run_key,
         owner_id=ctx.owner_id,
         source="offer",
@@ -67,7 +67,7 @@ async def continue_in_background(ctx: ExecContext, args: ContinueArgs) -> Action
         origin_thread_id=args.origin_thread,
     )
     if run is not None:
-        await defer_run_job(ctx.conn, RUN_START, run_id=run.run_id, owner_id=ctx.owner_id)
+        await defer_run_job(ctx.db, RUN_START, run_id=run.run_id, owner_id=ctx.owner_id)
     item = {"run_id": args.run_key, "thread_id": f"bg:{args.run_key}"}
     summary = (
         f"Queued a background run to continue {quoted(args.request, 120)}; "
@@ -77,6 +77,7 @@ async def continue_in_background(ctx: ExecContext, args: ContinueArgs) -> Action
 
 
 BACKGROUND = ToolSpec(
+    database=True,
     name="background",
     description="Background runs the server offers when a request outgrows one chat turn.",
     capability_phrase="continue long requests in the background when you agree",
