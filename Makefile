@@ -17,19 +17,19 @@ export LANGGRAPH_NO_VERSION_CHECK := true
 # Dependencies are compiled to bytecode when installed (pip's default, not uv's): a process that
 # may not write bytecode (PYTHONDONTWRITEBYTECODE) would otherwise compile LangGraph, LangChain and
 # the rest from source at every start, about 1.5 s of each server, worker and test process.
-$(VENV)/.installed: pyproject.toml requirements.lock
+$(VENV)/.installed: pyproject.toml requirements.lock examples/bookmarks/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check uv==0.13.8
 	$(UV) pip install -q --compile-bytecode --python $(PY) -r requirements.lock
-	$(UV) pip install -q --python $(PY) --no-deps -e .
+	$(UV) pip install -q --python $(PY) --no-deps -e . -e examples/bookmarks
 	touch $@
 
 setup: $(VENV)/.installed
 
-$(STUDIO_VENV)/.installed: $(VENV)/.installed pyproject.toml requirements-studio.lock
+$(STUDIO_VENV)/.installed: $(VENV)/.installed pyproject.toml requirements-studio.lock examples/bookmarks/pyproject.toml
 	test -x $(STUDIO_VENV)/bin/python || $(PYTHON) -m venv $(STUDIO_VENV)
 	$(UV) pip install -q --compile-bytecode --python $(STUDIO_VENV)/bin/python -r requirements-studio.lock
-	$(UV) pip install -q --python $(STUDIO_VENV)/bin/python --no-deps -e .
+	$(UV) pip install -q --python $(STUDIO_VENV)/bin/python --no-deps -e . -e examples/bookmarks
 	touch $@
 
 setup-studio: $(STUDIO_VENV)/.installed

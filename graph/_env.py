@@ -32,7 +32,7 @@ def child_environment(settings: Settings, **extra: str) -> dict[str, str]:
 
     This process's environment without anything that could point the child elsewhere (Tollgate,
     model-provider, LangChain and LangGraph variables), then ``settings``' database, approval
-    secret, data directory and timezone, the switches above, and ``extra``.
+    secret, data directory, timezone and whether installed plug-ins are served, the switches above, and ``extra``.
     """
     if settings.approval_secret is None:
         raise ValueError("a child process needs the approval secret of the settings")
@@ -42,6 +42,7 @@ def child_environment(settings: Settings, **extra: str) -> dict[str, str]:
         "TOLLGATE_APPROVAL_SECRET": settings.approval_secret.get_secret_value(),
         "TOLLGATE_DATA_DIR": str(settings.data_dir),
         "TOLLGATE_DEFAULT_TIMEZONE": settings.default_timezone,
+        "TOLLGATE_TOOL_ENTRY_POINTS": "true" if settings.tool_entry_points else "false",
         "LANGGRAPH_STRICT_MSGPACK": "true",
         "LANGGRAPH_CLI_NO_ANALYTICS": "1",
         "LANGSMITH_TRACING": "false",

@@ -22,7 +22,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 from graph.app import build_services
 from graph.checkpointer import open_checkpointer
-from graph.db import open_database
+from graph.db import apply_tool_migrations, open_database
 from graph.services import Services
 from graph.settings import Settings
 from graph.turn import build_graph
@@ -42,7 +42,9 @@ async def _provider() -> Services:
         if not _services:
             settings = Settings()
             db = await _resources.enter_async_context(open_database(settings))
-            _services.append(build_services(settings, db))
+            services = build_services(settings, db)
+            await apply_tool_migrations(db, services.registry)
+            _services.append(services)
     return _services[0]
 
 
