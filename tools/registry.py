@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 import re
+import string
 from types import MappingProxyType
 
 from psycopg import AsyncConnection
@@ -36,6 +37,7 @@ __all__ = [
     "ToolSpec",
     "function_name",
     "strict_function_schema",
+    "template_preview",
 ]
 
 
@@ -105,6 +107,26 @@ Previewer = Callable[[ExecContext, Any], Awaitable[str]]
 """Renders the approval preview for a write, reading (never writing) the store."""
 Renderer = Callable[[ActionResult], str]
 """Turns a result into a grounded reply without a model."""
+
+
+def template_preview(template: str) -> Previewer:
+    """A preview from a template over the arguments: ``"Share '{name}' with {email}"``.
+
+    Fields name arguments (``{share[file_id]}`` reaches into a nested one); a list argument is
+    shown joined by commas. The template is checked against nothing at registration, so a field
+    it names that the arguments lack fails the preview (and so the proposal), never silently.
+    """
+    formatter = string.Formatter()
+    for _, field_name, _, _ in formatter.parse(template):
+        if field_name is not None and ("." in field_name or not field_name.split("[")[0].isidentifier()):
+            raise ValueError(f"preview template field {field_name!r} must name an argument")
+
+    async def preview(ctx: ExecContext, args: Any) -> str:
+        values = args.model_dump(mode="json") if isinstance(args, BaseModel) else dict(args)
+        shown = {k: ", ".join(map(str, v)) if isinstance(v, list) else v for k, v in values.items()}
+        return template.format_map(shown)
+
+    return preview
 
 
 _DEFAULT_ID_PATTERN: Final = r"[A-Za-z0-9_-]{1,63}"
