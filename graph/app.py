@@ -18,8 +18,9 @@ from graph.services import Hooks, Services, utc_now
 from graph.settings import Settings
 from graph.turn import build_graph
 from tools.loading import ToolSource, assemble_registry
+from tools.registry import ToolSpec
 
-__all__ = ["App", "build_services", "default_picker", "open_app"]
+__all__ = ["App", "build_services", "connected_tools", "default_picker", "open_app"]
 
 
 def default_picker() -> BaseChatModel:
@@ -70,6 +71,18 @@ def build_services(
 
 
 @asynccontextmanager
+async def connected_tools(settings: Settings) -> AsyncIterator[list[ToolSpec]]:
+    """The tools of the MCP servers ``settings.mcp_policy`` names, connected for the block (none without one)."""
+    if settings.mcp_policy is None:
+        yield []
+        return
+    from tools.mcp_tools import open_mcp_tools
+
+    async with open_mcp_tools(settings.mcp_policy) as specs:
+        yield specs
+
+
+@asynccontextmanager
 async def open_app(
     settings: Settings,
     *,
@@ -85,10 +98,10 @@ async def open_app(
     :func:`build_services`). Model and tool configuration are checked first: an unusable one
     raises before anything starts.
     """
-    async with open_database(settings) as db:
+    async with open_database(settings) as db, connected_tools(settings) as remote:
         services = build_services(
             settings, db, picker_model=picker_model, naturalizer_model=naturalizer_model, clock=clock, hooks=hooks,
-            tools=tools,
+            tools=[*tools, *remote],
         )
         await apply_tool_migrations(db, services.registry)
         saver = await open_checkpointer(db)

@@ -119,6 +119,8 @@ class Settings(BaseSettings):
     (a ToolSpec, a list of them, or a callable taking these settings)."""
     tool_entry_points: bool = True
     """Also serve the tools installed packages register under the ``tollgate.tools`` entry points."""
+    mcp_policy: Path | None = None
+    """A TOML policy naming MCP servers and how each of their tools is governed (tools/mcp_tools.py)."""
     disabled_tools: list[str] = Field(default_factory=list)
     """Built-in tools to switch off (JSON list of names: ``["reminders", "triggers"]``)."""
     menu_cap: int = Field(default=24, ge=1, le=512)

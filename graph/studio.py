@@ -20,7 +20,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 import graph._env  # noqa: F401  - before langgraph is imported
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-from graph.app import build_services
+from graph.app import build_services, connected_tools
 from graph.checkpointer import open_checkpointer
 from graph.db import apply_tool_migrations, open_database
 from graph.services import Services
@@ -42,7 +42,8 @@ async def _provider() -> Services:
         if not _services:
             settings = Settings()
             db = await _resources.enter_async_context(open_database(settings))
-            services = build_services(settings, db)
+            remote = await _resources.enter_async_context(connected_tools(settings))
+            services = build_services(settings, db, tools=remote)
             await apply_tool_migrations(db, services.registry)
             _services.append(services)
     return _services[0]

