@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
+from psycopg import AsyncConnection
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
@@ -91,6 +94,16 @@ async def _call(spec: ActionSpec, plan: Plan, exec_ctx: ExecContext, args: Any) 
         raise ToolFailed(f"{plan['tool']}.{plan['action']}") from None
 
 
+@asynccontextmanager
+async def _read_connection(svc: Services, database: bool) -> AsyncIterator[AsyncConnection[Any] | None]:
+    """A pooled connection for a read of a tool that asked for one; none (and no pool request) otherwise."""
+    if not database:
+        yield None
+        return
+    async with svc.db.pool.connection() as conn:
+        yield conn
+
+
 async def _run_once(
     svc: Services, spec: ActionSpec, ctx: Context, plan: Plan, thread_id: str, key: str | None, approval: str | None
 ) -> tuple[ActionResult, bool, bool]:
@@ -105,10 +118,7 @@ async def _run_once(
     database = tool is not None and tool.database
     try:
         if key is None:
-            if not database:
-                cleaned = storable(await _call(spec, plan, ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), None), args))
-                return cleaned.value, False, cleaned.changed
-            async with svc.db.pool.connection() as conn:
+            async with _read_connection(svc, database) as conn:
                 cleaned = storable(await _call(spec, plan, ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args))
                 return cleaned.value, False, cleaned.changed
         async with leases.fenced_transaction(svc.db.pool) as conn:

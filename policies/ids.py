@@ -15,6 +15,7 @@ Id fields are paths into the arguments: ``event_id``; ``message_ids`` (a list: e
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
@@ -145,7 +146,7 @@ def _walk(node: object, parts: tuple[str, ...], at: Location) -> Iterator[tuple[
 
 def with_ids(args: dict[str, Any], bound: Sequence[tuple[Location, str]]) -> dict[str, Any]:
     """A copy of ``args`` with each location set to its bound id (the input is not changed)."""
-    out: Any = _copy(args)
+    out: Any = copy.deepcopy(args)
     for location, value in bound:
         node = out
         for step in location[:-1]:
@@ -153,10 +154,3 @@ def with_ids(args: dict[str, Any], bound: Sequence[tuple[Location, str]]) -> dic
         node[location[-1]] = value
     return out
 
-
-def _copy(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {k: _copy(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_copy(v) for v in node]
-    return node

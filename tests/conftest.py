@@ -69,6 +69,7 @@ from graph.services import Services  # noqa: E402
 from graph.state import Context  # noqa: E402
 from graph.turn import build_graph  # noqa: E402
 from tests.fakes import ScriptedModel  # noqa: E402
+from tests.openai_stub import StubServer, stub_server  # noqa: E402
 from tests.harness import Clock, Turns  # noqa: E402
 from tools.builtin import default_registry  # noqa: E402
 from tools.demo import seed_demo  # noqa: E402
@@ -81,6 +82,13 @@ NOW = datetime(2026, 11, 30, 10, 0, tzinfo=ZoneInfo("Europe/Paris"))
 def clock() -> Clock:
     """A settable clock starting at :data:`NOW`."""
     return Clock(NOW)
+
+
+@pytest.fixture
+def stub() -> Iterator[StubServer]:
+    """A loopback OpenAI-compatible model server answering from its script (tests/openai_stub.py)."""
+    with stub_server() as server:
+        yield server
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ server changes at run time is refused from then on.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import textwrap
@@ -28,6 +27,7 @@ from graph.state import Context
 from graph.turn import build_graph
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns
+from tests.test_cli import _free_port
 from tools.builtin import builtin_tools
 from tools.mcp_tools import McpPolicyError, open_mcp_tools, schema_hash
 from tools.registry import Registry
@@ -50,13 +50,6 @@ usage_examples = ["add a note"]
 tier = "allowlist"
 usage_examples = ["reshape the notes"]
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture(params=["stdio", "http"])

@@ -24,12 +24,6 @@ from tests.openai_stub import StubServer, hang, sse_text, status, stub_server, t
 
 
 @pytest.fixture
-def stub() -> Iterator[StubServer]:
-    with stub_server() as server:
-        yield server
-
-
-@pytest.fixture
 def stub_b() -> Iterator[StubServer]:
     with stub_server() as server:
         yield server

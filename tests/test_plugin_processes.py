@@ -14,7 +14,6 @@ import os
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +24,13 @@ from httpx_sse import aconnect_sse
 from graph._env import child_environment, stop_group
 from graph.db import Database
 from graph.settings import Settings
-from tests.openai_stub import StubServer, stub_server, text, tool_call
+from tests.openai_stub import StubServer, text, tool_call
 from tests.test_cli import _TOLLGATE, _free_port, _Terminal, _wait_for
+from tests.test_studio import _wait_ready
 from web.auth import issue_token
 
 _ROOT = Path(__file__).resolve().parent.parent
 _LANGGRAPH = _ROOT / ".venv-studio" / "bin" / "langgraph"
-
-
-@pytest.fixture
-def stub() -> Iterator[StubServer]:
-    with stub_server() as server:
-        yield server
 
 
 def _env(settings: Settings, stub: StubServer) -> dict[str, str]:
@@ -144,19 +138,6 @@ async def test_chat_on_a_terminal_serves_the_plugin(
         assert term.wait() == 0
     finally:
         term.close()
-
-
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()[-4000:]
-        try:
-            if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.25)
-    pytest.fail(f"langgraph dev did not answer on {url}:\n{log.read_text()[-4000:]}")
 
 
 async def test_langgraph_dev_serves_the_plugin_through_the_sdk(

@@ -16,7 +16,7 @@ from tools.tasks import TASKS
 from tools.triggers import TRIGGERS
 from tools.web import web_tools
 
-__all__ = ["builtin_tools", "default_registry", "web_tools"]
+__all__ = ["builtin_tools", "default_registry", "enabled_builtins"]
 
 
 def builtin_tools() -> tuple[ToolSpec, ...]:
@@ -25,12 +25,17 @@ def builtin_tools() -> tuple[ToolSpec, ...]:
     return (CALENDAR, MAIL, TASKS, REMINDERS, TRIGGERS, BACKGROUND)
 
 
+def enabled_builtins(settings: Mapping[str, Any] | None) -> tuple[ToolSpec, ...]:
+    """The built-ins for these settings: the store-backed tools, and the web tools (weather, search,
+    fetch), which are off unless the settings turn them on."""
+    return (*builtin_tools(), *web_tools(settings))
+
+
 def default_registry(settings: Mapping[str, Any] | BaseModel | None = None) -> Registry:
     """A registry of the built-in tools alone, enabled for ``settings`` (a mapping or a settings model).
 
     A process serves :func:`tools.loading.assemble_registry` (built-ins and plug-ins); this is
-    the built-ins' own view, for their tests and evals. The web tools (weather, search, fetch)
-    are off unless settings turn them on.
+    the built-ins' own view, for their tests and evals.
     """
     values = settings.model_dump() if isinstance(settings, BaseModel) else settings
-    return Registry((*builtin_tools(), *web_tools(values)), values)
+    return Registry(enabled_builtins(values), values)

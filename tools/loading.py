@@ -107,11 +107,11 @@ def assemble_registry(settings: Mapping[str, Any] | BaseModel | None = None, too
     Raises :class:`ToolLoadError` for an unloadable source, a tool name registered twice
     (naming both sources) or a disabled name that is not a built-in.
     """
-    from tools.builtin import builtin_tools, web_tools
+    from tools.builtin import enabled_builtins
 
     values = settings.model_dump() if isinstance(settings, BaseModel) else dict(settings or {})
     disabled = set(values.get("disabled_tools") or ())
-    builtins = [*builtin_tools(), *web_tools(values)]
+    builtins = enabled_builtins(values)
     unknown = disabled - {t.name for t in builtins}
     if unknown:
         raise ToolLoadError(f"TOLLGATE_DISABLED_TOOLS names no built-in tool: {', '.join(sorted(unknown))}")

@@ -36,7 +36,7 @@ import json
 import logging
 import tomllib
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
@@ -115,13 +115,14 @@ def _field_type(schema: Mapping[str, Any], where: str) -> Any:
         out = Annotated[list[_field_type(schema["items"], where + "[]")],  # type: ignore[misc]
                         Field(min_length=schema.get("minItems"), max_length=int(schema.get("maxItems", 100)))]
     elif kind == "object":
-        out = _model(schema, where, base=BaseModel)
+        out = _model(schema, where)
     else:
         raise McpPolicyError(f"{where}: JSON Schema {json.dumps(schema)[:120]} cannot be governed")
     return out | None if nullable else out
 
 
-def _model(schema: Mapping[str, Any], where: str, *, base: type[BaseModel] = ArgsModel) -> type[BaseModel]:
+def _model(schema: Mapping[str, Any], where: str) -> type[ArgsModel]:
+    """A closed, frozen, strict model of an object schema (the arguments, or an object inside them)."""
     if schema.get("type", "object") != "object":
         raise McpPolicyError(f"{where}: the arguments must be an object")
     required = set(schema.get("required", ()))
@@ -130,15 +131,12 @@ def _model(schema: Mapping[str, Any], where: str, *, base: type[BaseModel] = Arg
         if not isinstance(prop, Mapping) or not name.isidentifier():
             raise McpPolicyError(f"{where}.{name}: cannot be governed")
         typ = _field_type(prop, f"{where}.{name}")
-        info = Field(description=str(prop.get("description", ""))[:300] or None)
+        description = str(prop.get("description", ""))[:300] or None
         if name in required:
-            fields[name] = (typ, info)
+            fields[name] = (typ, Field(description=description))
         else:
-            fields[name] = (typ | None, Field(default=prop.get("default"), description=info.description))
-    config = {"frozen": True, "extra": "forbid", "strict": True}
-    if base is ArgsModel:
-        return create_model(f"{where.replace('.', '_')}_args", __base__=ArgsModel, **fields)  # type: ignore[call-overload,no-any-return]
-    return create_model(f"{where.replace('.', '_')}_obj", __config__=config, **fields)  # type: ignore[call-overload,no-any-return]
+            fields[name] = (typ | None, Field(default=prop.get("default"), description=description))
+    return create_model(f"{where.replace('.', '_')}_args", __base__=ArgsModel, **fields)  # type: ignore[call-overload,no-any-return]
 
 
 # --- the policy --------------------------------------------------------------------------------
@@ -284,11 +282,17 @@ def _render(result: ActionResult) -> str:
 
 
 async def _watch(live: _Live) -> None:
-    """Re-check the tool list on each list-changed event the server sends (2026-07-28 listen streams)."""
-    with suppress(Exception):  # a server without listen support announces changes through the message handler
+    """Re-check the tool list on each list-changed event the server sends (2026-07-28 listen streams).
+
+    A server without listen streams announces changes through the message handler instead; a
+    stream that fails is logged (writes still re-read the list before they run).
+    """
+    try:
         async with live.client.listen(tools_list_changed=True) as subscription:
             async for _ in subscription:
                 await live.recheck()
+    except Exception as exc:
+        _log.info("MCP server %s: no tool-change stream (%s)", live.policy.name, type(exc).__name__)
 
 
 @asynccontextmanager
