@@ -13,6 +13,7 @@ from graph.checkpointer import open_checkpointer
 from graph.db import Database, apply_tool_migrations, open_database
 from graph.gc_tuning import freeze_startup_objects
 from graph.llm import build_model
+from graph.perimeter import egress_client
 from graph.runner import TurnRunner
 from graph.services import Hooks, Services, utc_now
 from graph.settings import Settings
@@ -67,6 +68,7 @@ def build_services(
         clock=clock,
         hooks=hooks or Hooks(),
         approval_key=settings.approval_key(),
+        egress=egress_client(settings),
     )
 
 

@@ -8,7 +8,7 @@ For every thread that no turn holds (its lease is free or ran out and was reconc
   failed or was superseded is never resumed, the runner refuses it);
 * nothing is ``approved`` or ``executing``: an approved action has run (``executed``) or ended
   ``failed``;
-* an approval is ``executed`` exactly when the effects ledger has its row.
+* an approval is ``executed`` exactly when the effects ledger has its effect as done.
 
 Tests run it after every run that touches approvals (``tests/harness.py``), as the event
 contract runs on every run's events.
@@ -27,7 +27,7 @@ from graph.approvals import requested
 
 __all__ = ["ApprovalContractViolation", "ApprovalRow", "check_approvals"]
 
-_ROWS_SQL = """SELECT a.approval_id, a.thread_id, a.status, (e.idem_key IS NOT NULL) AS ran,
+_ROWS_SQL = """SELECT a.approval_id, a.thread_id, a.status, coalesce(e.state = 'done', false) AS ran,
                       (l.holder IS NOT NULL AND l.expires_at > clock_timestamp()) AS held
                FROM approvals a
                LEFT JOIN effects e ON e.idem_key = a.approval_id

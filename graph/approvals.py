@@ -21,6 +21,7 @@ Every statement that moves an approval runs in a transaction fenced by the turn'
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal
@@ -79,10 +80,15 @@ _EXPIRE_SQL: Final = """UPDATE approvals SET status = 'expired', decided_at = no
                                error_code = 'approval_expired'
                         WHERE status = 'pending' AND expires_at <= %s
                         RETURNING approval_id, thread_id, owner_id, tool, action, args_hash, preview"""
-_OPEN_OF_THREAD_SQL: Final = """SELECT a.approval_id, a.status, (e.idem_key IS NOT NULL) AS ran
+_OPEN_OF_THREAD_SQL: Final = """SELECT a.approval_id, a.status, coalesce(e.state = 'done', false) AS ran, e.state AS effect
                                 FROM approvals a LEFT JOIN effects e ON e.idem_key = a.approval_id
                                 WHERE a.thread_id = %s AND a.status IN ('pending', 'approved', 'executing')
                                 FOR UPDATE OF a"""
+_INTENTS_OF_THREAD_SQL: Final = """SELECT a.approval_id FROM approvals a JOIN effects e ON e.idem_key = a.approval_id
+                                   WHERE a.thread_id = %s AND a.status IN ('approved', 'executing')
+                                     AND e.state = 'intent'"""
+_UNKNOWN: Final = ("the turn stopped while the action was running and its service could not confirm whether it "
+                   "happened; check before asking again")
 _RECONCILE_SQL: Final = """UPDATE approvals SET status = %s, finished_at = now(), error_code = %s, error = %s
                            WHERE approval_id = %s AND status = %s"""
 
@@ -208,18 +214,31 @@ async def expire_due(pool: AsyncConnectionPool[Any], now: datetime) -> list[Clos
     ]
 
 
-async def reconcile(pool: AsyncConnectionPool[Any], thread_id: str, interrupted_on: str | None) -> list[Closed]:
+async def reconcile(
+    pool: AsyncConnectionPool[Any], thread_id: str, interrupted_on: str | None,
+    settle: Callable[[list[str]], Awaitable[None]] | None = None,
+) -> list[Closed]:
     """Bring the thread's open approvals in line with its checkpoint and the effects ledger.
 
     Run by whoever holds the thread (fenced) after a turn that did not end cleanly: cancelled,
     failed, or taken over from a holder whose lease ran out. ``interrupted_on`` is the approval
-    the thread's latest checkpoint waits on, if any. Then:
+    the thread's latest checkpoint waits on, if any. First, the remote writes of approvals left
+    at their intent are settled by ``settle``, called with their ids outside any transaction
+    (the tool says whether each happened: :func:`graph.effects.settle`; without ``settle`` they
+    stay unknown). Then:
 
     * an approval whose effect is in the ledger is ``executed``;
-    * one approved (or executing) whose effect is not is ``failed``: nothing ran;
+    * one approved (or executing) whose effect is not is ``failed``: nothing ran, or, for a
+      remote write whose outcome is unknown, it may have, and its error says so;
     * one pending that the checkpoint does not wait on is ``failed``: its turn never saved the
       request, so no decision could resume it.
     """
+    if settle is not None:
+        async with pool.connection() as conn:
+            cur = await conn.execute(_INTENTS_OF_THREAD_SQL, (thread_id,))
+            keys = [str(r["approval_id"]) for r in await cur.fetchall()]
+        if keys:
+            await settle(keys)
     closed: list[Closed] = []
     async with leases.fenced(pool) as conn:
         cur = await conn.execute(_OPEN_OF_THREAD_SQL, (thread_id,))
@@ -227,6 +246,8 @@ async def reconcile(pool: AsyncConnectionPool[Any], thread_id: str, interrupted_
             approval_id, status = str(row["approval_id"]), str(row["status"])
             if row["ran"]:
                 new, code, why = "executed", None, None
+            elif status in ("approved", "executing") and row["effect"] in ("intent", "unknown"):
+                new, code, why = "failed", "unavailable", _UNKNOWN
             elif status in ("approved", "executing"):
                 new, code, why = "failed", "unavailable", "the turn stopped before the action ran; nothing was changed"
             elif approval_id != interrupted_on:

@@ -27,7 +27,17 @@ import httpx
 from policies.egress import EgressDecision, EgressPolicy, check_addresses, check_url
 from policies.errors import EgressDenied, Unavailable
 
-__all__ = ["EgressLimits", "FetchedResponse", "PinnedBackend", "PinnedTransport", "Resolver", "egress_get", "system_resolver"]
+__all__ = [
+    "EgressClient",
+    "EgressLimits",
+    "FetchedResponse",
+    "PinnedBackend",
+    "PinnedTransport",
+    "Resolver",
+    "egress_get",
+    "egress_request",
+    "system_resolver",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -230,11 +240,31 @@ async def egress_get(
 
     Errors carry reasons only, never the URL (it may hold a query the user typed).
     """
+    return await egress_request("GET", url, policy=policy, resolver=resolver, limits=limits, params=params, accept=accept)
+
+
+async def egress_request(
+    method: str,
+    url: str,
+    *,
+    policy: EgressPolicy,
+    resolver: Resolver = system_resolver,
+    limits: EgressLimits = EgressLimits(),
+    params: Mapping[str, str] | None = None,
+    accept: str = "*/*",
+    headers: Mapping[str, str] | None = None,
+    json_body: Any = None,
+) -> FetchedResponse:
+    """One request through the egress gate, as :func:`egress_get` checks it.
+
+    Only a GET follows redirects (each hop re-checked); any other method gets the redirect
+    response itself, so a body is never re-sent somewhere the caller did not name.
+    """
     if params:
         url = str(httpx.URL(url, params=dict(params)))
     backend = PinnedBackend()
     shadow: list[str] = []
-    headers = {"User-Agent": _USER_AGENT, "Accept": accept, "Accept-Encoding": "identity"}
+    sent = {**(headers or {}), "User-Agent": _USER_AGENT, "Accept": accept, "Accept-Encoding": "identity"}
     try:
         async with asyncio.timeout(limits.timeout_seconds):
             async with httpx.AsyncClient(
@@ -242,16 +272,16 @@ async def egress_get(
                 trust_env=False,
                 follow_redirects=False,
                 timeout=httpx.Timeout(limits.timeout_seconds),
-                headers=headers,
+                headers=sent,
             ) as client:
                 current = url
                 for hop in range(limits.max_redirects + 1):
                     parsed, decision = await _checked_hop(current, policy, resolver, backend)
                     if decision.shadow:
                         shadow.append(decision.host)
-                    async with client.stream("GET", parsed) as response:
+                    async with client.stream(method, parsed, json=json_body) as response:
                         location = response.headers.get("location")
-                        if response.status_code in _REDIRECTS and location:
+                        if response.status_code in _REDIRECTS and location and method == "GET":
                             try:
                                 current = str(parsed.join(location))
                             except (httpx.InvalidURL, ValueError):
@@ -290,3 +320,31 @@ async def egress_get(
     finally:
         if shadow:
             _log.info("egress allowlist (shadow mode) let %d host(s) through", len(shadow))
+
+
+@dataclass(frozen=True, slots=True)
+class EgressClient:
+    """HTTP for tools (``ExecContext.http``): every request through the egress gate, with its caps.
+
+    Hosts a tool may reach are the operator's allowlist (``TOLLGATE_EGRESS_ALLOW_HOSTS``); errors
+    carry reasons, never URLs.
+    """
+
+    policy: EgressPolicy
+    """Where requests may go."""
+    limits: EgressLimits = EgressLimits()
+    """Redirect, size and time caps."""
+    resolver: Resolver = system_resolver
+    """Host name resolution."""
+
+    async def get(self, url: str, *, params: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None,
+                  accept: str = "*/*") -> FetchedResponse:
+        """GET ``url`` (redirects followed, each re-checked)."""
+        return await egress_request("GET", url, policy=self.policy, resolver=self.resolver, limits=self.limits,
+                                    params=params, headers=headers, accept=accept)
+
+    async def post(self, url: str, *, json: Any = None, headers: Mapping[str, str] | None = None,
+                   accept: str = "application/json") -> FetchedResponse:
+        """POST ``json`` to ``url`` (no redirect is followed)."""
+        return await egress_request("POST", url, policy=self.policy, resolver=self.resolver, limits=self.limits,
+                                    headers=headers, json_body=json, accept=accept)

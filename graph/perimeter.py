@@ -14,11 +14,11 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
-from graph.egress_transport import EgressLimits
+from graph.egress_transport import EgressClient, EgressLimits, Resolver, system_resolver
 from policies.egress import EgressPolicy
 from policies.governance import GovernancePolicy
 
-__all__ = ["egress_limits", "egress_policy", "governance_policy", "service_urls"]
+__all__ = ["egress_client", "egress_limits", "egress_policy", "governance_policy", "service_urls"]
 
 
 _FIELDS = (
@@ -70,6 +70,11 @@ def egress_limits(settings: Mapping[str, Any] | BaseModel | None) -> EgressLimit
         max_bytes=int(values.get("egress_max_bytes", 2_000_000)),
         timeout_seconds=float(values.get("egress_timeout_seconds", 10.0)),
     )
+
+
+def egress_client(settings: Mapping[str, Any] | BaseModel | None, *, resolver: Resolver = system_resolver) -> EgressClient:
+    """The egress-gated HTTP client tools get (``ExecContext.http``), for ``settings``."""
+    return EgressClient(egress_policy(settings), egress_limits(settings), resolver)
 
 
 def governance_policy(settings: Mapping[str, Any] | BaseModel | None) -> GovernancePolicy:

@@ -34,7 +34,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
-from graph import approvals
+from graph import approvals, effects
 from graph.audit import AuditRecord, append_audit
 from graph.checkpoint_guard import CheckpointRefused
 from graph.events import TurnEvent
@@ -166,7 +166,8 @@ class TurnRunner:
         """Bring the thread's approvals in line with its checkpoint and ledger (under its lease)."""
         waiting = await self._waiting(thread_id)
         closed = await approvals.reconcile(
-            self.services.db.pool, thread_id, waiting.request["approval"]["id"] if waiting else None
+            self.services.db.pool, thread_id, waiting.request["approval"]["id"] if waiting else None,
+            settle=lambda keys: effects.settle_intents(self.services, keys),
         )
         for item in closed:
             _log.info("reconciled an approval of a turn that did not end cleanly: %s", item.status)

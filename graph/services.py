@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 from langchain_core.language_models import BaseChatModel
 
 from graph.db import Database
+from graph.egress_transport import EgressClient
+from graph.perimeter import egress_client
 from graph.settings import Settings
 from tools.registry import Registry
 
@@ -54,10 +56,16 @@ class Services:
     """Observation hooks."""
     approval_key: bytes = b""
     """HMAC key for approval tokens (from settings when empty)."""
+    egress: EgressClient | None = None
+    """HTTP for tools through the egress gate (from settings when ``None``)."""
 
     def key(self) -> bytes:
         """The approval key."""
         return self.approval_key or self.settings.approval_key()
+
+    def http(self) -> EgressClient:
+        """The tools' HTTP client (``ExecContext.http``)."""
+        return self.egress if self.egress is not None else egress_client(self.settings)
 
 
 ServicesProvider = Callable[[], Awaitable[Services]]

@@ -34,7 +34,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
-from graph import approvals, leases
+from graph import approvals, effects, leases
 from graph.audit import AuditRecord, append_audit
 from graph.perimeter import governance_policy
 from graph.services import Services, ServicesProvider
@@ -43,7 +43,7 @@ from nodes._common import sink_for, thread_id_of
 from nodes.id_validation import bind_plan_ids, refusal_message
 from policies.approval import verify_seal
 from policies.arguments import load_args
-from policies.errors import EgressDenied, PermissionDenied, TollgateError, Transient, Unavailable
+from policies.errors import EgressDenied, OutcomeUnknown, PermissionDenied, TollgateError, Transient, Unavailable
 from policies.fencing import fence, new_nonce
 from policies.governance import ActionFacts, GovernanceDecision, govern
 from policies.storable import storable
@@ -51,8 +51,6 @@ from tools.registry import ActionResult, ActionSpec, ExecContext
 
 __all__ = ["make_execute"]
 
-_LEDGER_GET = "SELECT result FROM effects WHERE idem_key = %s AND owner_id = %s"
-_LEDGER_PUT = "INSERT INTO effects (idem_key, owner_id, tool, action, result) VALUES (%s, %s, %s, %s, %s)"
 
 
 _log = logging.getLogger(__name__)
@@ -104,14 +102,31 @@ async def _read_connection(svc: Services, database: bool) -> AsyncIterator[Async
         yield conn
 
 
+def _context(svc: Services, ctx: Context, conn: AsyncConnection[Any] | None, key: str | None = None) -> ExecContext:
+    return ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn, key, http=svc.http())
+
+
+async def _claim(conn: AsyncConnection[Any], svc: Services, ctx: Context, plan: Plan, thread_id: str, key: str,
+                 approval: str | None) -> None:
+    """Inside the effect's first transaction: the approval moves to ``executing``, or nothing runs."""
+    if approval is not None and not await approvals.claim(
+        conn, approval, thread_id=thread_id, owner_id=ctx.owner_id, tool=plan["tool"], action=plan["action"],
+        args_hash=plan["args_hash"],
+    ):
+        raise _NoApproval(f"{plan['tool']}.{plan['action']}")
+    if svc.hooks.inside_effect is not None:
+        await svc.hooks.inside_effect(key)
+
+
 async def _run_once(
     svc: Services, spec: ActionSpec, ctx: Context, plan: Plan, thread_id: str, key: str | None, approval: str | None
 ) -> tuple[ActionResult, bool, bool]:
     """One attempt; returns the result (made storable), whether it was a ledger replay and whether
     making it storable changed it.
 
-    A write runs in one fenced transaction with its authority check, its ledger row and its
-    approval's move to ``executed``; a read needs no transaction.
+    A read needs no transaction. A local write runs in one fenced transaction with its
+    authority check, its ledger row and its approval's move to ``executed``; a remote write is
+    recorded in two (:func:`_run_remote`).
     """
     args = load_args(spec.args, plan["args"])
     tool = svc.registry.tool(plan["tool"])
@@ -119,25 +134,19 @@ async def _run_once(
     try:
         if key is None:
             async with _read_connection(svc, database) as conn:
-                cleaned = storable(await _call(spec, plan, ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args))
+                cleaned = storable(await _call(spec, plan, _context(svc, ctx, conn), args))
                 return cleaned.value, False, cleaned.changed
+        if _is_remote(svc, spec, plan):
+            return await _run_remote(svc, spec, ctx, plan, thread_id, key, approval, args)
         async with leases.fenced_transaction(svc.db.pool) as conn:
-            if approval is not None and not await approvals.claim(
-                conn, approval, thread_id=thread_id, owner_id=ctx.owner_id, tool=plan["tool"], action=plan["action"],
-                args_hash=plan["args_hash"],
-            ):
-                raise _NoApproval(f"{plan['tool']}.{plan['action']}")
-            if svc.hooks.inside_effect is not None:
-                await svc.hooks.inside_effect(key)
+            await _claim(conn, svc, ctx, plan, thread_id, key, approval)
             if approval is None:
-                cur = await conn.execute(_LEDGER_GET, (key, ctx.owner_id))
-                row = await cur.fetchone()
-                if row is not None:
-                    return row["result"], True, False
-            cleaned = storable(await _call(
-                spec, plan, ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn if database else None, key), args))
+                entry = await effects.replay(conn, key, ctx.owner_id)
+                if entry is not None and entry.result is not None:
+                    return entry.result, True, False
+            cleaned = storable(await _call(spec, plan, _context(svc, ctx, conn, key), args))
             result = cleaned.value
-            await conn.execute(_LEDGER_PUT, (key, ctx.owner_id, plan["tool"], plan["action"], json.dumps(result)))
+            await effects.record(conn, key, ctx.owner_id, plan["tool"], plan["action"], result)
             if approval is not None:
                 await approvals.finish(conn, approval)
     except (psycopg.OperationalError, psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected):
@@ -147,10 +156,75 @@ async def _run_once(
     return result, False, cleaned.changed
 
 
+def _is_remote(svc: Services, spec: ActionSpec, plan: Plan) -> bool:
+    """Whether a write's effect leaves Tollgate: declared so, or its tool has no database to write to."""
+    tool = svc.registry.tool(plan["tool"])
+    return spec.remote or tool is None or not tool.database
+
+
+def _ambiguous(error: TollgateError) -> bool:
+    """Whether a failed remote call may still have happened (a bug in the tool, or no answer in time)."""
+    return isinstance(error, ToolFailed) or (isinstance(error, EgressDenied) and error.reason == "timeout")
+
+
+async def _run_remote(
+    svc: Services, spec: ActionSpec, ctx: Context, plan: Plan, thread_id: str, key: str, approval: str | None, args: Any
+) -> tuple[ActionResult, bool, bool]:
+    """A write whose effect leaves Tollgate: its intent is committed first, its outcome after.
+
+    An intent found from an earlier attempt that stopped in between is never run again: the
+    tool's ``reconcile`` hook settles it (:func:`graph.effects.settle`), and an outcome it cannot
+    establish raises :class:`OutcomeUnknown`.
+    """
+    action = f"{plan['tool']}.{plan['action']}"
+    async with leases.fenced_transaction(svc.db.pool) as conn:
+        await _claim(conn, svc, ctx, plan, thread_id, key, approval)
+        entry = await effects.replay(conn, key, ctx.owner_id)
+        if entry is None:
+            await effects.begin(conn, key, ctx.owner_id, plan["tool"], plan["action"], plan["args"])
+    if entry is not None:
+        state = entry.state
+        if state == "intent":
+            state = await effects.settle(svc, {"idem_key": key, "owner_id": ctx.owner_id, "tool": plan["tool"],
+                                               "action": plan["action"], "args": plan["args"]}, timezone=ctx.timezone)
+            entry = await _entry(svc, key, ctx.owner_id)
+        if state == "done" and entry is not None and entry.result is not None:
+            await _finish(svc, approval)
+            return entry.result, True, False
+        if state == "failed":
+            raise ToolFailed(action)
+        raise OutcomeUnknown(action)
+    try:
+        cleaned = storable(await _call(spec, plan, _context(svc, ctx, None, key), args))
+    except TollgateError as exc:
+        async with leases.fenced(svc.db.pool) as conn:
+            await effects.conclude(conn, key, ctx.owner_id, "unknown" if _ambiguous(exc) else "failed")
+        raise OutcomeUnknown(action) if _ambiguous(exc) else exc from None
+    async with leases.fenced_transaction(svc.db.pool) as conn:
+        await effects.conclude(conn, key, ctx.owner_id, "done", cleaned.value)
+        if approval is not None:
+            await approvals.finish(conn, approval)
+    if svc.hooks.after_effect_commit is not None:
+        svc.hooks.after_effect_commit(key)
+    return cleaned.value, False, cleaned.changed
+
+
+async def _entry(svc: Services, key: str, owner_id: str) -> effects.Entry | None:
+    async with svc.db.pool.connection() as conn:
+        return await effects.replay(conn, key, owner_id)
+
+
+async def _finish(svc: Services, approval: str | None) -> None:
+    if approval is not None:
+        async with leases.fenced(svc.db.pool) as conn:
+            await approvals.finish(conn, approval)
+
+
 async def _run(
     svc: Services, spec: ActionSpec, ctx: Context, plan: Plan, thread_id: str, key: str | None, approval: str | None
 ) -> tuple[ActionResult, bool, bool]:
-    attempts = 3 if spec.idempotent else 1
+    # A remote write is never retried here: a second attempt would only settle its first.
+    attempts = 3 if spec.idempotent and not (spec.writes and _is_remote(svc, spec, plan)) else 1
     async for attempt in AsyncRetrying(
         stop=stop_after_attempt(attempts),
         wait=wait_random_exponential(multiplier=0.05, max=1.0),
@@ -302,7 +376,7 @@ def make_execute(provider: ServicesProvider) -> Any:
                       **({"reason": error.reason} if isinstance(error, EgressDenied) else {}))
             update |= {"outcome": "failed", "gate": Gate(verdict="refuse", reason="execution_failed",
                                                           code=error.code, message=error.message)}
-            reason = error.reason if isinstance(error, (EgressDenied, PermissionDenied)) else "execution_failed"
+            reason = error.reason if isinstance(error, (EgressDenied, PermissionDenied, OutcomeUnknown)) else "execution_failed"
             if needs_approval and approval is not None:
                 await approvals.fail(svc.db.pool, approval, error.code, error.message)
             await _audit(svc, ctx, config, state, plan, "failed", reason[:200], error.code)

@@ -22,6 +22,7 @@ __all__ = [
     "ThreadReadOnly",
     "EgressDenied",
     "Transient",
+    "OutcomeUnknown",
     "Unavailable",
 ]
 
@@ -157,3 +158,14 @@ class Unavailable(TollgateError):
     def __init__(self, what: str) -> None:
         self.what = what
         super().__init__(f"{what} is unavailable")
+
+
+class OutcomeUnknown(Unavailable):
+    """A remote write was interrupted and its service cannot say whether it happened; it is not run again."""
+
+    reason = "outcome_unknown"
+
+    def __init__(self, action: str) -> None:
+        super().__init__(f"the outcome of {action}")
+        self.message = (f"I can't tell whether {action} went through: it was interrupted and its service could "
+                        "not confirm it. Please check before asking again.")

@@ -216,7 +216,7 @@ async def test_an_approved_action_whose_tool_raises_ends_failed_with_an_honest_r
     from dataclasses import replace
 
     boom = ToolSpec(
-        name="boom", description="A tool with a bug.", capability_phrase="explode",
+        name="boom", description="A tool with a bug.", capability_phrase="explode", database=True,  # a local write
         actions=(ActionSpec("go", "Go.", _NoArgs, "confirmation", _explode, lambda r: "", ("go",),
                             preview=_preview_boom, effect="write"),),
     )

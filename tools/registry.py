@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import re
 import string
@@ -22,15 +22,21 @@ from pydantic import BaseModel
 from typing_extensions import NotRequired, TypedDict  # pydantic needs these on Python < 3.12
 
 from policies.ids import check_id_path
+
+if TYPE_CHECKING:
+    from graph.egress_transport import EgressClient
 from policies.tiers import Effect, Tier, looks_destructive
 
 __all__ = [
     "ActionResult",
     "ActionSpec",
+    "Credentials",
     "ExecContext",
     "Executor",
     "IdKind",
     "Previewer",
+    "Reconciled",
+    "Reconciler",
     "Registry",
     "Renderer",
     "ResultRow",
@@ -91,7 +97,13 @@ class ExecContext:
     """For tools that ask for one (``ToolSpec.database``): a connection inside the call's
     transaction (read-only for previews); ``None`` otherwise."""
     idempotency_key: str | None = None
-    """For writes: the key of the idempotency ledger row committed with the write."""
+    """For writes: the key of the write's ledger row. A remote write passes it on (an
+    ``Idempotency-Key`` header, a client token) so the remote side can refuse a duplicate, and
+    its ``reconcile`` hook can look for it."""
+    http: EgressClient | None = None
+    """HTTP through the egress gate (the operator's allowlist, caps on size and time)."""
+    credentials: Credentials | None = None
+    """The owner's secrets for this tool (stored encrypted), read by name."""
 
     @property
     def db(self) -> AsyncConnection[Any]:
@@ -101,8 +113,43 @@ class ExecContext:
         return self.conn
 
 
+class Credentials(Protocol):
+    """An owner's secrets for one tool (``ExecContext.credentials``)."""
+
+    async def get(self, name: str) -> str | None:
+        """The secret called ``name``, or ``None`` when the owner has not set it."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciled:
+    """What a ``reconcile`` hook found about a remote write that was interrupted."""
+
+    outcome: Literal["done", "not_done", "unknown"]
+    """It happened, it did not, or the remote side cannot say."""
+    result: ActionResult | None = None
+    """For ``done``: the result to record (what the remote side reports)."""
+
+    @classmethod
+    def done(cls, result: ActionResult) -> Reconciled:
+        """The write happened; ``result`` is what it did."""
+        return cls("done", result)
+
+    @classmethod
+    def not_done(cls) -> Reconciled:
+        """The write did not happen (nothing to undo)."""
+        return cls("not_done")
+
+    @classmethod
+    def unknown(cls) -> Reconciled:
+        """The remote side cannot tell."""
+        return cls("unknown")
+
+
 Executor = Callable[[ExecContext, Any], Awaitable[ActionResult]]
 """Runs an action with validated args; raises a ``TollgateError`` subclass on failure."""
+Reconciler = Callable[[ExecContext, Any], Awaitable[Reconciled]]
+"""Finds out whether an interrupted remote write happened (by its ``idempotency_key``); reads only."""
 Previewer = Callable[[ExecContext, Any], Awaitable[str]]
 """Renders the approval preview for a write, reading (never writing) the store."""
 Renderer = Callable[[ActionResult], str]
@@ -205,6 +252,12 @@ class ActionSpec:
     reversibly or sends on the owner's behalf: it runs under the idempotency ledger); or
     ``destructive`` (destroys client data beyond recovery: the tier gate refuses it whatever
     its tier). The name never decides."""
+    remote: bool = False
+    """Set for a write of a database tool whose effect also leaves Tollgate (a write of a tool
+    without Tollgate's database is remote anyway): it is recorded as an intent before it runs."""
+    reconcile: Reconciler | None = None
+    """For a remote write: after a crash between the remote call and its record, says whether it
+    happened. Without it such a write ends ``unknown`` and the owner is told so."""
     destructive_name_acknowledged: bool = False
     """Set when a name that reads as a hard delete (``delete_email``) really declares a milder
     effect (it moves mail to the trash); without it such an action refuses to register."""
