@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
@@ -328,6 +329,67 @@ async def run_migrate(settings: Settings) -> None:
     async with open_database(settings) as db:
         await open_checkpointer(db)
         await ensure_queue_schema(db)
+
+
+# --- credentials -------------------------------------------------------------------------------
+
+credentials = typer.Typer(help="Owners' secrets for tools (API tokens, passwords), stored encrypted.", no_args_is_help=True)
+cli.add_typer(credentials, name="credentials")
+
+
+async def _credential_store(settings: Settings, use: Callable[[Any], Awaitable[None]]) -> None:
+    from graph.credentials import CredentialStore, credentials_cipher
+    from graph.db import open_database
+
+    async with open_database(settings) as db:
+        await use(CredentialStore(db.pool, credentials_cipher(settings, settings.approval_key())))
+
+
+@credentials.command("set")
+def credentials_set(
+    name: Annotated[str, typer.Argument(help="The secret's name, as the tool reads it (api_token...).")],
+    owner: Annotated[str, typer.Option(help="The owner it belongs to.")],
+    tool: Annotated[str, typer.Option(help="The tool that may read it.")],
+) -> None:
+    """Store a secret, read from standard input (never from the command line, where `ps` would show it)."""
+    from policies.errors import TollgateError
+
+    value = sys.stdin.readline().rstrip("\n") if not sys.stdin.isatty() else typer.prompt("value", hide_input=True)
+    try:
+        event_loop.run(_credential_store(_settings(), lambda store: store.set(owner, tool, name, value)))
+    except (ValueError, TollgateError) as exc:
+        _err.print(f"not stored: {getattr(exc, 'message', exc)}", style="red")
+        raise typer.Exit(2) from None
+    _out.print(f"stored {tool}/{name} for {owner}")
+
+
+@credentials.command("list")
+def credentials_list(owner: Annotated[str, typer.Option(help="The owner.")]) -> None:
+    """The names of the owner's stored secrets (never their values)."""
+    found: list[tuple[str, str]] = []
+
+    async def names(store: Any) -> None:
+        found.extend(await store.names(owner))
+
+    event_loop.run(_credential_store(_settings(), names))
+    for tool, name in found:
+        _out.print(f"{tool}/{name}")
+
+
+@credentials.command("delete")
+def credentials_delete(
+    name: Annotated[str, typer.Argument(help="The secret's name.")],
+    owner: Annotated[str, typer.Option(help="The owner it belongs to.")],
+    tool: Annotated[str, typer.Option(help="The tool it belongs to.")],
+) -> None:
+    """Forget a secret."""
+    gone: list[bool] = []
+
+    async def delete(store: Any) -> None:
+        gone.append(await store.delete(owner, tool, name))
+
+    event_loop.run(_credential_store(_settings(), delete))
+    _out.print(f"deleted {tool}/{name}" if gone[0] else f"{owner} has no {tool}/{name}")
 
 
 @cli.command()

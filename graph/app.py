@@ -10,6 +10,7 @@ from datetime import datetime
 from langchain_core.language_models import BaseChatModel
 
 from graph.checkpointer import open_checkpointer
+from graph.credentials import CredentialStore, credentials_cipher
 from graph.db import Database, apply_tool_migrations, open_database
 from graph.gc_tuning import freeze_startup_objects
 from graph.llm import build_model
@@ -59,6 +60,7 @@ def build_services(
     :class:`tools.loading.ToolLoadError` for unusable tools. Used by :func:`open_app` and by
     Studio (:mod:`graph.studio`), so both run the same turn.
     """
+    key = settings.approval_key()
     return Services(
         settings=settings,
         db=db,
@@ -67,8 +69,9 @@ def build_services(
         naturalizer_model=naturalizer_model or build_model(settings, "naturalizer", fallback=None),
         clock=clock,
         hooks=hooks or Hooks(),
-        approval_key=settings.approval_key(),
+        approval_key=key,
         egress=egress_client(settings),
+        credentials=CredentialStore(db.pool, credentials_cipher(settings, key)),
     )
 
 

@@ -24,7 +24,7 @@ from graph import leases
 from graph.audit import AuditRecord, append_audit
 from graph.services import Services
 from policies.arguments import load_args
-from tools.registry import ActionResult, ExecContext, Reconciled
+from tools.registry import ActionResult, Reconciled
 
 __all__ = ["Entry", "LedgerState", "begin", "conclude", "open_intents", "record", "replay", "settle", "settle_intents"]
 
@@ -102,7 +102,7 @@ async def settle(svc: Services, intent: dict[str, Any], *, timezone: str) -> Led
     outcome = Reconciled.unknown()
     if found is not None and found[1].reconcile is not None:
         tool, spec = found
-        ctx = ExecContext(intent["owner_id"], timezone, svc.clock(), None, intent["idem_key"], http=svc.http())
+        ctx = svc.exec_context(intent["owner_id"], timezone, tool.name, None, intent["idem_key"])
         try:
             outcome = await spec.reconcile(ctx, load_args(spec.args, intent["args"] or {}))
         except Exception as exc:  # a hook that fails cannot tell either

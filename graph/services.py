@@ -9,14 +9,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from psycopg import AsyncConnection
 
+from graph.credentials import CredentialStore, credentials_cipher
 from graph.db import Database
 from graph.egress_transport import EgressClient
 from graph.perimeter import egress_client
 from graph.settings import Settings
-from tools.registry import Registry
+from tools.registry import ExecContext, Registry
 
 __all__ = ["Hooks", "Services", "ServicesProvider", "utc_now"]
 
@@ -58,10 +61,22 @@ class Services:
     """HMAC key for approval tokens (from settings when empty)."""
     egress: EgressClient | None = None
     """HTTP for tools through the egress gate (from settings when ``None``)."""
+    credentials: CredentialStore | None = None
+    """Owners' tool secrets (from settings and the approval key when ``None``)."""
 
     def key(self) -> bytes:
         """The approval key."""
         return self.approval_key or self.settings.approval_key()
+
+    def exec_context(
+        self, owner_id: str, timezone: str, tool: str, conn: AsyncConnection[Any] | None, key: str | None = None
+    ) -> ExecContext:
+        """What one call of ``tool`` (an executor, a preview, a reconcile hook) gets: the owner it acts
+        for, the clock, ``conn`` (for tools that asked for the database), the write's idempotency key,
+        HTTP through the egress gate, and that owner's secrets of that tool only."""
+        store = self.credentials or CredentialStore(self.db.pool, credentials_cipher(self.settings, self.key()))
+        return ExecContext(owner_id, timezone, self.clock(), conn, key, http=self.http(),
+                           credentials=store.bound(owner_id, tool))
 
     def http(self) -> EgressClient:
         """The tools' HTTP client (``ExecContext.http``)."""

@@ -31,6 +31,8 @@ class Settings(BaseSettings):
     """Where the embedded PostgreSQL keeps its data and where dev secrets are stored."""
     approval_secret: SecretStr | None = None
     """HMAC key for approval tokens. In development a random key is kept under ``data_dir``."""
+    credentials_key: SecretStr | None = None
+    """Fernet key encrypting owners' tool secrets at rest; development derives one from the approval key."""
     approval_ttl_seconds: int = Field(default=3 * 24 * 3600, ge=60, le=30 * 24 * 3600)
     """How long an approval request stays valid."""
     step_budget: int = Field(default=3, ge=1, le=10)

@@ -102,8 +102,10 @@ async def _read_connection(svc: Services, database: bool) -> AsyncIterator[Async
         yield conn
 
 
-def _context(svc: Services, ctx: Context, conn: AsyncConnection[Any] | None, key: str | None = None) -> ExecContext:
-    return ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn, key, http=svc.http())
+def _context(
+    svc: Services, ctx: Context, plan: Plan, conn: AsyncConnection[Any] | None, key: str | None = None
+) -> ExecContext:
+    return svc.exec_context(ctx.owner_id, ctx.timezone, plan["tool"], conn, key)
 
 
 async def _claim(conn: AsyncConnection[Any], svc: Services, ctx: Context, plan: Plan, thread_id: str, key: str,
@@ -134,7 +136,7 @@ async def _run_once(
     try:
         if key is None:
             async with _read_connection(svc, database) as conn:
-                cleaned = storable(await _call(spec, plan, _context(svc, ctx, conn), args))
+                cleaned = storable(await _call(spec, plan, _context(svc, ctx, plan, conn), args))
                 return cleaned.value, False, cleaned.changed
         if _is_remote(svc, spec, plan):
             return await _run_remote(svc, spec, ctx, plan, thread_id, key, approval, args)
@@ -144,7 +146,7 @@ async def _run_once(
                 entry = await effects.replay(conn, key, ctx.owner_id)
                 if entry is not None and entry.result is not None:
                     return entry.result, True, False
-            cleaned = storable(await _call(spec, plan, _context(svc, ctx, conn, key), args))
+            cleaned = storable(await _call(spec, plan, _context(svc, ctx, plan, conn, key), args))
             result = cleaned.value
             await effects.record(conn, key, ctx.owner_id, plan["tool"], plan["action"], result)
             if approval is not None:
@@ -195,7 +197,7 @@ async def _run_remote(
             raise ToolFailed(action)
         raise OutcomeUnknown(action)
     try:
-        cleaned = storable(await _call(spec, plan, _context(svc, ctx, None, key), args))
+        cleaned = storable(await _call(spec, plan, _context(svc, ctx, plan, None, key), args))
     except TollgateError as exc:
         async with leases.fenced(svc.db.pool) as conn:
             await effects.conclude(conn, key, ctx.owner_id, "unknown" if _ambiguous(exc) else "failed")

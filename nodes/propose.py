@@ -28,7 +28,7 @@ from policies.arguments import load_args
 from policies.dlp import scan_values
 from policies.errors import TollgateError
 from policies.hitl import ApprovalRequest
-from tools.registry import ActionSpec, ExecContext, function_name
+from tools.registry import ActionSpec, function_name
 
 __all__ = ["build_request", "make_propose"]
 
@@ -67,7 +67,9 @@ class _NoStore:
         raise _StoreNeeded(name)
 
 
-async def _render_preview(spec: ActionSpec, args: Any, ctx: Context, svc: Services, *, database: bool) -> str:
+async def _render_preview(
+    spec: ActionSpec, args: Any, ctx: Context, svc: Services, *, tool: str, database: bool
+) -> str:
     """The preview, from the arguments alone when it can be, else from one read-only snapshot.
 
     Many previews ("Add the task ...") need no store: a first attempt runs with a connection
@@ -79,15 +81,15 @@ async def _render_preview(spec: ActionSpec, args: Any, ctx: Context, svc: Servic
     if render is None:
         raise ValueError(f"{spec.name} has no preview")
     if not database:
-        return await render(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), None), args)
+        return await render(svc.exec_context(ctx.owner_id, ctx.timezone, tool, None), args)
     try:
         no_store = cast("AsyncConnection[Any]", _NoStore())
-        return await render(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), no_store), args)
+        return await render(svc.exec_context(ctx.owner_id, ctx.timezone, tool, no_store), args)
     except _StoreNeeded:
         pass
     async with svc.db.pool.connection() as conn, conn.transaction():
         await conn.execute("SET TRANSACTION READ ONLY")
-        return await render(ExecContext(ctx.owner_id, ctx.timezone, svc.clock(), conn), args)
+        return await render(svc.exec_context(ctx.owner_id, ctx.timezone, tool, conn), args)
 
 
 def make_propose(provider: ServicesProvider) -> Any:
@@ -110,8 +112,9 @@ def make_propose(provider: ServicesProvider) -> Any:
             if spec.preview is None:
                 preview = _generic_preview(spec, plan["args"])  # from the arguments alone: no statement
             else:
-                tool = svc.registry.tool(plan["tool"])
-                preview = await _render_preview(spec, args, ctx, svc, database=tool is not None and tool.database)
+                found = svc.registry.tool(plan["tool"])
+                preview = await _render_preview(spec, args, ctx, svc, tool=plan["tool"],
+                                                database=found is not None and found.database)
         except TollgateError as exc:
             sink.emit("error", code=exc.code, message=exc.message)
             await append_audit(

@@ -17,7 +17,7 @@ async def test_a_preview_from_the_arguments_alone_touches_no_connection(services
     spec = services.registry.action("tasks", "create")
     assert spec is not None
     before = _pool_requests(db)
-    text = await _render_preview(spec, TaskCreateArgs(title="Water the plants"), ctx, services, database=True)
+    text = await _render_preview(spec, TaskCreateArgs(title="Water the plants"), ctx, services, tool="tasks", database=True)
     assert text == "Add the task “Water the plants”"
     assert _pool_requests(db) == before
 
@@ -31,6 +31,6 @@ async def test_a_preview_that_reads_the_store_gets_a_snapshot(services: Services
     spec = services.registry.action("calendar", "cancel_event")
     assert spec is not None
     before = _pool_requests(db)
-    text = await _render_preview(spec, CalendarCancelArgs(event_id=event_id), ctx, services, database=True)
+    text = await _render_preview(spec, CalendarCancelArgs(event_id=event_id), ctx, services, tool="calendar", database=True)
     assert text.startswith("Cancel “Standup” on ")
     assert _pool_requests(db) == before + 1  # one connection, for its read-only transaction
