@@ -125,7 +125,7 @@ class Settings(BaseSettings):
     """A TOML policy naming MCP servers and how each of their tools is governed (tools/mcp_tools.py)."""
     disabled_tools: list[str] = Field(default_factory=list)
     """Built-in tools to switch off (JSON list of names: ``["reminders", "triggers"]``)."""
-    menu_cap: int = Field(default=24, ge=1, le=512)
+    menu_cap: int = Field(default=32, ge=1, le=512)
     """Most functions offered to the model; larger registries get a BM25 shortlist."""
 
     @model_validator(mode="after")

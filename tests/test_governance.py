@@ -132,7 +132,7 @@ class _NoteArgs(ArgsModel):
 
 
 async def _jot(ctx: ExecContext, args: _NoteArgs) -> ActionResult:
-    return write_result("notes", "jot", {"chars": len(args.text)}, 1, "Noted.")
+    return write_result("scratch", "jot", {"chars": len(args.text)}, 1, "Noted.")
 
 
 async def _never(ctx: ExecContext, args: Any) -> ActionResult:
@@ -140,7 +140,7 @@ async def _never(ctx: ExecContext, args: Any) -> ActionResult:
 
 
 _NOTES = ToolSpec(
-    name="notes",
+    name="scratch",
     description="Scratch notes.",
     capability_phrase="jot notes",
     actions=(
@@ -179,12 +179,12 @@ Scenario = Callable[[Turns, ScriptedModel, Context, str, Clock], Awaitable[None]
 
 
 async def _mustlist(turns: Turns, model: ScriptedModel, ctx: Context, thread: str, clock: Clock) -> None:
-    model.push(call("notes__export", {"text": "all"}))
+    model.push(call("scratch__export", {"text": "all"}))
     await turns.send(ctx, thread, "export my notes")
 
 
 async def _blocklist(turns: Turns, model: ScriptedModel, ctx: Context, thread: str, clock: Clock) -> None:
-    model.push(call("notes__shred", {"text": "all"}))
+    model.push(call("scratch__shred", {"text": "all"}))
     await turns.send(ctx, thread, "shred my notes")
 
 
@@ -310,7 +310,7 @@ async def test_a_secret_in_mail_becomes_a_warned_approval_whose_preview_is_what_
 async def test_an_approval_free_write_with_a_finding_needs_approval(
     gov_turns: Turns, model: ScriptedModel, ctx: Context, db: Database
 ) -> None:
-    model.push(call("notes__jot", {"text": "remember milk"}), call("notes__jot", {"text": "card 4111 1111 1111 1111"}))
+    model.push(call("scratch__jot", {"text": "remember milk"}), call("scratch__jot", {"text": "card 4111 1111 1111 1111"}))
     clean = await gov_turns.send(ctx, ctx.owner_id + "/jot", "jot milk")
     assert clean.outcome == "executed" and clean.approval is None
     flagged = await gov_turns.send(ctx, ctx.owner_id + "/jot", "jot my card")
@@ -325,7 +325,7 @@ async def test_shadow_mode_records_without_acting(services: Services, db: Databa
     shadow = replace(services, settings=services.settings.model_copy(update={"governance_mode": "shadow"}),
                      registry=Registry((*builtin_tools(), _NOTES)))
     turns = Turns(TurnRunner(build_graph(shadow, checkpointer=await open_checkpointer(db)), shadow))
-    model.push(call("notes__jot", {"text": f"key {AWS_KEY_ID}"}), call("notes__export", {"text": "x"}))
+    model.push(call("scratch__jot", {"text": f"key {AWS_KEY_ID}"}), call("scratch__export", {"text": "x"}))
     out = await turns.send(ctx, ctx.owner_id + "/shadow", "jot the key")
     assert out.outcome == "executed"  # shadow: DLP only recorded
     refused = await turns.send(ctx, ctx.owner_id + "/shadow", "export")

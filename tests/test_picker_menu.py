@@ -122,7 +122,7 @@ def test_a_large_registry_gets_a_relevant_shortlist() -> None:
 
 
 def test_a_small_registry_is_offered_whole() -> None:
-    builder = MenuBuilder(default_registry(), cap=24)
+    builder = MenuBuilder(default_registry(), cap=32)
     menu = builder.build("anything")
     assert not menu.shortlisted and len(menu.schemas) == len(default_registry().function_schemas())
 

@@ -102,7 +102,7 @@ def test_tier_map_covers_every_action() -> None:
     registry = default_registry()
     pairs = {(t.name, a.name) for t, a in registry.actions()}
     assert set(registry.tier_map()) == pairs
-    assert len(pairs) == sum(len(t.actions) for t in builtin_tools()) == 21
+    assert len(pairs) == sum(len(t.actions) for t in builtin_tools()) == 26
     assert not any(looks_destructive(action) for _, action in pairs)
     assert {a.effect for _, a in registry.actions()} == {"read", "write"}
     # Reads run at once; every write needs approval except the reversible, idempotent mark_read and
@@ -118,7 +118,7 @@ def test_tier_map_covers_every_action() -> None:
 def test_function_schemas_are_closed_and_carry_no_identity() -> None:
     registry = default_registry()
     schemas = registry.function_schemas()
-    assert len(schemas) == 20  # every action but the server-only background offer
+    assert len(schemas) == 25  # every action but the server-only background offer
     for schema in schemas:
         params = schema["function"]["parameters"]
         assert params["type"] == "object" and params["additionalProperties"] is False
@@ -137,7 +137,7 @@ def test_default_registry_accepts_settings(settings: Any, tmp_path: Any) -> None
     if settings == "model":
         settings = Settings(data_dir=tmp_path, approval_secret="x" * 32)
     registry = default_registry(settings)
-    assert [t.name for t in registry.tools] == ["calendar", "mail", "tasks", "reminders", "triggers", "background"]
+    assert [t.name for t in registry.tools] == ["calendar", "mail", "tasks", "notes", "reminders", "triggers", "background"]
     summary = registry.capability_summary()
     for tool in registry.tools:
         assert tool.capability_phrase in summary

@@ -27,6 +27,11 @@ __all__ = [
     "MailReadArgs",
     "MailSendArgs",
     "MailTrashArgs",
+    "NoteArchiveArgs",
+    "NoteCreateArgs",
+    "NoteListArgs",
+    "NoteReadArgs",
+    "NoteUpdateArgs",
     "ReminderCancelArgs",
     "ReminderCreateArgs",
     "ReminderListArgs",
@@ -177,3 +182,41 @@ class ReminderSnoozeArgs(ArgsModel):
 
     reminder_id: IdRef = Field(description="A reminder id or position from the latest reminder list.")
     minutes: Count(5, 10080) = Field(default=60, description="How many minutes to push it back.")
+
+
+NoteStatus = Literal["active", "archived", "all"]
+
+
+class NoteListArgs(ArgsModel):
+    """List notes, most recently changed first."""
+
+    status: NoteStatus = "active"
+    contains: SafeText(100) | None = Field(default=None, description="Only notes whose title or text contains this.")
+    limit: Count(1, 50) = Field(default=20, description="Maximum number of notes.")
+
+
+class NoteReadArgs(ArgsModel):
+    """Read one note."""
+
+    note_id: IdRef = Field(description="A note id or position ('#2') from the latest notes list.")
+
+
+class NoteCreateArgs(ArgsModel):
+    """Write a new note."""
+
+    title: SafeText(200) = Field(description="A short title.")
+    body: SafeText(10_000, min_length=0) = Field(default="", description="The note's text.")
+
+
+class NoteUpdateArgs(ArgsModel):
+    """Change a note (only the fields given)."""
+
+    note_id: IdRef = Field(description="A note id or position ('#2') from the latest notes list.")
+    title: SafeText(200) | None = None
+    body: SafeText(10_000, min_length=0) | None = None
+
+
+class NoteArchiveArgs(ArgsModel):
+    """Archive a note (soft: it can be brought back)."""
+
+    note_id: IdRef = Field(description="A note id or position ('#2') from the latest notes list.")

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from graph.background.offer import BACKGROUND
 from tools.calendar import CALENDAR
 from tools.mail import MAIL
+from tools.notes import NOTES
 from tools.registry import Registry, ToolSpec
 from tools.reminders import REMINDERS
 from tools.tasks import TASKS
@@ -20,9 +21,9 @@ __all__ = ["builtin_tools", "default_registry", "enabled_builtins"]
 
 
 def builtin_tools() -> tuple[ToolSpec, ...]:
-    """The built-in tools backed by Tollgate's own tables: calendar, mail, tasks, reminders, triggers, and
+    """The built-in tools backed by Tollgate's own tables: calendar, mail, tasks, notes, reminders, triggers, and
     the server-only background offer."""
-    return (CALENDAR, MAIL, TASKS, REMINDERS, TRIGGERS, BACKGROUND)
+    return (CALENDAR, MAIL, TASKS, NOTES, REMINDERS, TRIGGERS, BACKGROUND)
 
 
 def enabled_builtins(settings: Mapping[str, Any] | None) -> tuple[ToolSpec, ...]:
