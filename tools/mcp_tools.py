@@ -21,11 +21,21 @@ which kind, the preview template::
     preview = "Add the note '{text}'"
     schema_sha256 = "…"                              # optional: the only schema accepted
 
+    [servers.notes.tools.share_note]
+    tier = "confirmation"
+    effect = "write"
+    preview = "Share '{id}' to {destination}"
+    id_fields = { id = "note" }
+    url_args = ["destination"]                       # checked by the egress gate
+
 Fail closed: a tool the server offers that the policy does not name is never offered to the
 model (and is refused if called: it is in no registry); a schema Tollgate cannot express as a
 closed model refuses the tool at start-up; a tool whose schema changes at run time (announced
 by the server's list-changed event, and re-read before every write) is refused from then on,
-until the policy pins the new schema's hash and the process restarts.
+until the policy file pins the new schema's hash (``schema_sha256``; the file is read again on
+each check). The tool is still offered with the schema checked at start-up until a restart.
+Arguments named in ``url_args`` are addresses the server will connect to: they pass the egress
+gate first. DLP scans every string argument of every call, named or not.
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ from mcp.client.stdio import StdioServerParameters
 from pydantic import BaseModel, Field, StringConstraints, create_model
 
 from policies.arguments import ArgsModel, SafeText
+from policies.egress import EgressUrl, UrlField
 from policies.errors import PermissionDenied, Unavailable
 from policies.tiers import Effect, Tier
 from tools.loading import ToolLoadError
@@ -121,8 +132,15 @@ def _field_type(schema: Mapping[str, Any], where: str) -> Any:
     return out | None if nullable else out
 
 
-def _model(schema: Mapping[str, Any], where: str) -> type[ArgsModel]:
-    """A closed, frozen, strict model of an object schema (the arguments, or an object inside them)."""
+def _model(schema: Mapping[str, Any], where: str, *, url_args: tuple[str, ...] = ()) -> type[ArgsModel]:
+    """A closed, frozen, strict model of an object schema (the arguments, or an object inside them).
+
+    ``url_args`` name the string arguments that are addresses the server will connect to: they
+    pass the egress gate (:class:`~policies.egress.UrlField`) before the call runs.
+    """
+    missing = set(url_args) - set(schema.get("properties") or {})
+    if missing:
+        raise McpPolicyError(f"{where}: url_args names no such argument: {', '.join(sorted(missing))}")
     if schema.get("type", "object") != "object":
         raise McpPolicyError(f"{where}: the arguments must be an object")
     required = set(schema.get("required", ()))
@@ -130,7 +148,7 @@ def _model(schema: Mapping[str, Any], where: str) -> type[ArgsModel]:
     for name, prop in (schema.get("properties") or {}).items():
         if not isinstance(prop, Mapping) or not name.isidentifier():
             raise McpPolicyError(f"{where}.{name}: cannot be governed")
-        typ = _field_type(prop, f"{where}.{name}")
+        typ = Annotated[EgressUrl, UrlField()] if name in url_args else _field_type(prop, f"{where}.{name}")
         description = str(prop.get("description", ""))[:300] or None
         if name in required:
             fields[name] = (typ, Field(description=description))
@@ -151,6 +169,7 @@ class _ToolPolicy:
     result_ids: dict[str, str] | None
     schema_sha256: str | None
     usage_examples: tuple[str, ...]
+    url_args: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +205,7 @@ def _load_policy(path: Path) -> list[_ServerPolicy]:
                 tier=tier, effect=effect, preview=spec.get("preview"), id_fields=dict(spec.get("id_fields") or {}),
                 result_ids=dict(spec["result_ids"]) if "result_ids" in spec else None,
                 schema_sha256=spec.get("schema_sha256"), usage_examples=tuple(spec.get("usage_examples") or ()),
+                url_args=tuple(spec.get("url_args") or ()),
             )
         kinds = tuple(IdKind(k, **v) for k, v in (raw.get("id_kinds") or {}).items())
         servers.append(_ServerPolicy(name, tuple(command) if command else None, url, dict(raw.get("env") or {}),
@@ -203,16 +223,28 @@ class _Live:
     policy: _ServerPolicy
     client: Client
     accepted: dict[str, str]
+    policy_path: Path
     changed: set[str] = field(default_factory=set)
 
     async def recheck(self) -> None:
-        """Re-list the server's tools; any accepted tool whose schema changed or vanished is refused from now on."""
+        """Re-list the server's tools: an accepted tool whose schema changed or vanished is refused from now
+        on, until the policy file pins its new schema's hash (read again here, so no restart is needed)."""
         listed = await self.client.list_tools(cache_mode="refresh")
         now = {t.name: schema_hash(t.input_schema) for t in listed.tools}
+        pins = _pins(self.policy_path, self.policy.name)
         for name, digest in self.accepted.items():
-            if now.get(name) != digest and name not in self.changed:
+            current = now.get(name)
+            if current == digest:
+                continue
+            if current is not None and pins.get(name) == current:
+                self.accepted[name] = current
+                self.changed.discard(name)
+                _log.warning("MCP server %s: the policy accepts the new schema of %s", self.policy.name, name)
+            elif name not in self.changed:
                 self.changed.add(name)
-                _log.warning("MCP server %s changed its tool %s: refused until accepted", self.policy.name, name)
+                # The new hash is what an operator pins to accept it.
+                _log.warning("MCP server %s changed its tool %s (schema_sha256 now %s): refused until the policy "
+                             "pins it", self.policy.name, name, current)
 
     async def call(self, function: str, name: str, args: dict[str, Any], *, writes: bool) -> Any:
         if writes:
@@ -231,10 +263,20 @@ class _Live:
         return "\n".join(t for t in texts if t)[:_TEXT_CAP]
 
 
+def _pins(path: Path, server: str) -> dict[str, str]:
+    """The schema hashes the policy file pins for ``server``'s tools now (none if it cannot be read)."""
+    try:
+        servers = {s.name: s for s in _load_policy(path)}
+    except McpPolicyError:
+        return {}
+    found = servers.get(server)
+    return {name: t.schema_sha256 for name, t in found.tools.items() if t.schema_sha256} if found else {}
+
+
 def _action(live: _Live, tool: Any, policy: _ToolPolicy) -> ActionSpec:
     server = live.policy.name
     function = f"{server}.{tool.name}"
-    args_model = _model(tool.input_schema, f"{server}.{tool.name}")
+    args_model = _model(tool.input_schema, f"{server}.{tool.name}", url_args=policy.url_args)
 
     async def run(ctx: ExecContext, args: BaseModel) -> ActionResult:
         output = await live.call(function, tool.name, args.model_dump(mode="json", exclude_none=True),
@@ -364,7 +406,7 @@ async def _connected(policy_path: Path) -> AsyncIterator[list[ToolSpec]]:
             except Exception as exc:
                 raise McpPolicyError(f"MCP server {server.name!r}: cannot connect or list its tools "
                                      f"({type(exc).__name__})") from None
-            live = _Live(server, client, {})
+            live = _Live(server, client, {}, policy_path)
             holder.append(live)
             actions: list[ActionSpec] = []
             for tool in listed.tools:
