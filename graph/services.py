@@ -6,7 +6,7 @@ all come from one :class:`Services` value (or a provider that builds it lazily, 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -69,14 +69,15 @@ class Services:
         return self.approval_key or self.settings.approval_key()
 
     def exec_context(
-        self, owner_id: str, timezone: str, tool: str, conn: AsyncConnection[Any] | None, key: str | None = None
+        self, owner_id: str, timezone: str, tool: str, conn: AsyncConnection[Any] | None, key: str | None = None,
+        *, labels: Mapping[str, str] | None = None,
     ) -> ExecContext:
         """What one call of ``tool`` (an executor, a preview, a reconcile hook) gets: the owner it acts
         for, the clock, ``conn`` (for tools that asked for the database), the write's idempotency key,
         HTTP through the egress gate, and that owner's secrets of that tool only."""
         store = self.credentials or CredentialStore(self.db.pool, credentials_cipher(self.settings, self.key()))
         return ExecContext(owner_id, timezone, self.clock(), conn, key, http=self.http(),
-                           credentials=store.bound(owner_id, tool))
+                           credentials=store.bound(owner_id, tool), labels=labels or {})
 
     def http(self) -> EgressClient:
         """The tools' HTTP client (``ExecContext.http``)."""

@@ -10,6 +10,7 @@ a replayed node produces the same request.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from collections.abc import Mapping
 from typing import Any, NoReturn, cast
 from zoneinfo import ZoneInfo
 
@@ -68,7 +69,8 @@ class _NoStore:
 
 
 async def _render_preview(
-    spec: ActionSpec, args: Any, ctx: Context, svc: Services, *, tool: str, database: bool
+    spec: ActionSpec, args: Any, ctx: Context, svc: Services, *, tool: str, database: bool,
+    labels: Mapping[str, str] | None = None,
 ) -> str:
     """The preview, from the arguments alone when it can be, else from one read-only snapshot.
 
@@ -81,15 +83,15 @@ async def _render_preview(
     if render is None:
         raise ValueError(f"{spec.name} has no preview")
     if not database:
-        return await render(svc.exec_context(ctx.owner_id, ctx.timezone, tool, None), args)
+        return await render(svc.exec_context(ctx.owner_id, ctx.timezone, tool, None, labels=labels), args)
     try:
         no_store = cast("AsyncConnection[Any]", _NoStore())
-        return await render(svc.exec_context(ctx.owner_id, ctx.timezone, tool, no_store), args)
+        return await render(svc.exec_context(ctx.owner_id, ctx.timezone, tool, no_store, labels=labels), args)
     except _StoreNeeded:
         pass
     async with svc.db.pool.connection() as conn, conn.transaction():
         await conn.execute("SET TRANSACTION READ ONLY")
-        return await render(svc.exec_context(ctx.owner_id, ctx.timezone, tool, conn), args)
+        return await render(svc.exec_context(ctx.owner_id, ctx.timezone, tool, conn, labels=labels), args)
 
 
 def make_propose(provider: ServicesProvider) -> Any:
@@ -113,8 +115,10 @@ def make_propose(provider: ServicesProvider) -> Any:
                 preview = _generic_preview(spec, plan["args"])  # from the arguments alone: no statement
             else:
                 found = svc.registry.tool(plan["tool"])
+                labels = {row["id"]: row["label"] for listed in (state.get("recent") or {}).values()
+                          for row in listed.get("rows", [])}
                 preview = await _render_preview(spec, args, ctx, svc, tool=plan["tool"],
-                                                database=found is not None and found.database)
+                                                database=found is not None and found.database, labels=labels)
         except TollgateError as exc:
             sink.emit("error", code=exc.code, message=exc.message)
             await append_audit(

@@ -20,7 +20,7 @@ from graph.state import Context
 from graph.turn import build_graph
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns
-from tools import ActionResult, ActionSpec, ArgsModel, ExecContext, IdRef, SafeText, ToolSpec
+from tools import ActionResult, ActionSpec, ArgsModel, ExecContext, IdRef, SafeText, ToolSpec, template_preview
 from tools.builtin import builtin_tools
 from tools.registry import IdKind, Registry
 
@@ -98,9 +98,6 @@ class FilesTool:
         return ActionResult(tool="files", action=action, kind="write", summary="Done.", changed=1)
 
     def spec(self) -> ToolSpec:
-        async def preview(ctx: ExecContext, args: Any) -> str:
-            return "Share a file."
-
         def action(name: str, args: type[ArgsModel], executor: Any, **kw: Any) -> ActionSpec:
             return ActionSpec(name=name, description=f"{name.capitalize()} files.", args=args, executor=executor,
                               renderer=lambda r: r["summary"], usage_examples=(f"{name} a file",), **kw)
@@ -117,7 +114,8 @@ class FilesTool:
                 # An item read carries its id back with its kind (as an item_kind would say).
                 action("get", GetArgs, self.get_with_kind, tier="allowlist", id_fields={"file_id": "file"}),
                 action("create", CreateArgs, self.create, tier="allowlist", effect="write"),
-                action("share", ShareArgs, self.write, tier="confirmation", effect="write", preview=preview,
+                action("share", ShareArgs, self.write, tier="confirmation", effect="write",
+                       preview=template_preview("Share {share[file_id]:label} with {people:label}"),
                        id_fields={"share.file_id": "file", "people": "person"}),
                 action("tag", TagArgs, self.write, tier="allowlist", effect="write", id_fields={"items[].file_id": "file"}),
                 action("post", PostArgs, self.write, tier="allowlist", effect="write", id_fields={"channel": "channel"}),
@@ -188,7 +186,8 @@ async def test_ids_with_at_signs_dots_and_spaces_per_their_kind(
     await _list(files_turns, model, ctx, thread, "people")
     model.push(call("files__share", {"share": {"file_id": "3"}, "people": ["emma.lee@example.com", "#2"]}))
     out = await files_turns.send(ctx, thread, "share file 3 with emma and sam")
-    assert out.approval is not None
+    assert out.approval is not None  # the reviewer reads what the lists showed, not bare ids
+    assert out.approval.preview == "Share files '3' with people 'emma.lee@example.com', people 'sam@example.org'"
     done = await files_turns.decide(ctx, out.approval.approval_id, {"type": "approve"})
     assert done.outcome == "executed"
     assert files.calls[-1] == ("share", {"share": {"file_id": "3"}, "people": ["emma.lee@example.com", "sam@example.org"]})

@@ -104,6 +104,8 @@ class ExecContext:
     """HTTP through the egress gate (the operator's allowlist, caps on size and time)."""
     credentials: Credentials | None = None
     """The owner's secrets for this tool (stored encrypted), read by name."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """For previews: the label each id had in the thread's latest lists (what the owner saw)."""
 
     @property
     def db(self) -> AsyncConnection[Any]:
@@ -156,22 +158,39 @@ Renderer = Callable[[ActionResult], str]
 """Turns a result into a grounded reply without a model."""
 
 
+class _PreviewFormatter(string.Formatter):
+    """``str.format`` with lists joined by commas, and ``:label`` showing an id as the server listed it."""
+
+    def __init__(self, labels: Mapping[str, str]) -> None:
+        self.labels = labels
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        items = value if isinstance(value, list) else [value]
+        if format_spec == "label":
+            return ", ".join(self.labels.get(str(v), str(v)) for v in items)
+        if isinstance(value, list):
+            return ", ".join(map(str, items))
+        return str(super().format_field(value, format_spec))
+
+
 def template_preview(template: str) -> Previewer:
-    """A preview from a template over the arguments: ``"Share '{name}' with {email}"``.
+    """A preview from a template over the arguments: ``"Share {file_id:label} with {email}"``.
 
     Fields name arguments (``{share[file_id]}`` reaches into a nested one); a list argument is
-    shown joined by commas. The template is checked against nothing at registration, so a field
-    it names that the arguments lack fails the preview (and so the proposal), never silently.
+    shown joined by commas. ``:label`` shows an id as the thread's list showed it (its label,
+    rendered by the tool when it listed the item), so a reviewer reads "packing-list.docx", not
+    an id; an id that no list showed is shown as itself. A field the arguments lack fails the
+    preview (and so the proposal), never silently.
     """
-    formatter = string.Formatter()
-    for _, field_name, _, _ in formatter.parse(template):
+    for _, field_name, spec, _ in string.Formatter().parse(template):
         if field_name is not None and ("." in field_name or not field_name.split("[")[0].isidentifier()):
             raise ValueError(f"preview template field {field_name!r} must name an argument")
+        if spec not in (None, "", "label"):
+            raise ValueError(f"preview template spec {spec!r}: only ':label' is understood")
 
     async def preview(ctx: ExecContext, args: Any) -> str:
         values = args.model_dump(mode="json") if isinstance(args, BaseModel) else dict(args)
-        shown = {k: ", ".join(map(str, v)) if isinstance(v, list) else v for k, v in values.items()}
-        return template.format_map(shown)
+        return _PreviewFormatter(ctx.labels).vformat(template, (), values)
 
     return preview
 
