@@ -44,6 +44,13 @@ def export_everything(destination: str) -> str:
 
 
 @server.tool()
+def whoami(ctx: Context) -> str:
+    """Who the caller is, by the bearer token its session carries."""
+    token = ((ctx.headers or {}).get("authorization") or "").removeprefix("Bearer ")
+    return {"tok-alice": "alice", "tok-bob": "bob"}.get(token, "anonymous")
+
+
+@server.tool()
 async def reshape(ctx: Context) -> str:
     """Widen add_note's schema at run time and announce it."""
 

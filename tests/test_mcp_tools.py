@@ -13,7 +13,9 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,9 +24,11 @@ import pytest
 
 from graph._env import stop_group
 from graph.checkpointer import open_checkpointer
+from graph.credentials import CredentialStore, credentials_cipher
 from graph.db import Database
 from graph.runner import TurnRunner
 from graph.services import Services
+from graph.settings import Settings
 from graph.state import Context
 from graph.turn import build_graph
 from tests.fakes import ScriptedModel, call, say
@@ -65,6 +69,15 @@ def policy(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Pat
         path.write_text("[servers.memo]\n" + server + textwrap.dedent(_TOOLS))
         yield path, counter
         return
+    with _http_server(counter) as url:
+        path = tmp_path / "policy.toml"
+        path.write_text(f'[servers.memo]\nurl = "{url}"\n' + textwrap.dedent(_TOOLS))
+        yield path, counter
+
+
+@contextmanager
+def _http_server(counter: Path) -> Iterator[str]:
+    """The test MCP server serving streamable HTTP on a free loopback port; its URL."""
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "tests.mcp_server", "http", str(port)], cwd=_ROOT,
                             env={"NOTES_COUNT_FILE": str(counter), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(_ROOT)},
@@ -78,9 +91,7 @@ def policy(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Pat
             except httpx.TransportError:
                 assert proc.poll() is None and time.monotonic() < deadline, "the MCP server did not start"
                 time.sleep(0.1)
-        path = tmp_path / "policy.toml"
-        path.write_text(f'[servers.memo]\nurl = "http://127.0.0.1:{port}/mcp"\n' + textwrap.dedent(_TOOLS))
-        yield path, counter
+        yield f"http://127.0.0.1:{port}/mcp"
     finally:
         stop_group(proc)
 
@@ -194,3 +205,33 @@ async def test_url_arguments_the_policy_names_pass_the_egress_gate(
         out = await turns.send(ctx, ctx.owner_id + "/mcp-egress", "export my notes")
     assert out.outcome == "refused"
     assert [e["data"]["code"] for e in out.events if e["type"] == "error"] == ["egress_denied"]
+
+
+async def test_a_per_owner_server_gets_each_owners_own_credential(
+    services: Services, db: Database, settings: Settings, model: ScriptedModel, tmp_path: Path
+) -> None:
+    store = CredentialStore(db.pool, credentials_cipher(settings, settings.approval_key()))
+    alice, bob, carol = (Context(owner_id=f"{name}-{uuid.uuid4().hex[:6]}") for name in ("alice", "bob", "carol"))
+    await store.set(alice.owner_id, "crm", "api_token", "tok-alice")
+    await store.set(bob.owner_id, "crm", "api_token", "tok-bob")
+    with _http_server(tmp_path / "count") as url:
+        path = tmp_path / "policy.toml"
+        path.write_text(textwrap.dedent(f'''
+            [servers.crm]
+            url = "{url}"
+            per_owner = {{ credential = "api_token" }}
+            [servers.crm.tools.whoami]
+            tier = "allowlist"
+            usage_examples = ["who am I in the crm"]
+        '''))
+        async with open_mcp_tools(path) as specs:
+            svc = replace(services, registry=Registry((*builtin_tools(), *specs)))
+            turns = Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
+            for who, expected in ((alice, "alice"), (bob, "bob"), (alice, "alice")):
+                model.push(call("crm__whoami", {}), say("ok"))
+                assert (await turns.send(who, who.owner_id + "/crm", "who am I in the crm")).outcome == "read"
+                assert expected in str(model.prompts[-1][-1].content)  # the server saw that owner's token
+            model.push(call("crm__whoami", {}))
+            out = await turns.send(carol, carol.owner_id + "/crm", "who am I in the crm")
+    assert out.outcome == "failed" and out.reply is not None and "tollgate credentials set api_token" in out.reply
+    assert "tok-" not in out.reply

@@ -1,5 +1,10 @@
 """MCP servers as governed tools, over stdio or streamable HTTP, with the official ``mcp`` SDK.
 
+A server may be ``per_owner``: each owner's calls then go through a session of their own that
+carries their credential (``per_owner = { credential = "api_token" }`` sends
+``Authorization: Bearer <the owner's api_token>``, stored with ``tollgate credentials set``);
+the tool list is read once, without one.
+
 Why the SDK itself rather than ``langchain-mcp-adapters``: governance needs the session: the
 server's own tool list and schemas, and its list-changed events, to re-check them against the
 policy at run time. The adapters hide both behind LangChain tools.
@@ -42,18 +47,21 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections import OrderedDict
 import json
 import logging
 import tomllib
-from collections.abc import AsyncIterator, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Generic, Literal, TypeVar
 
 import anyio
+import httpx2  # the HTTP client the mcp SDK's streamable HTTP transport takes (its own dependency)
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from pydantic import BaseModel, Field, StringConstraints, create_model
 
 from policies.arguments import ArgsModel, SafeText
@@ -63,12 +71,14 @@ from policies.tiers import Effect, Tier
 from tools.loading import ToolLoadError
 from tools.registry import ActionResult, ActionSpec, ExecContext, IdKind, ResultRow, ToolSpec, template_preview
 
-__all__ = ["McpPolicyError", "McpToolChanged", "open_mcp_tools", "schema_hash"]
+__all__ = ["McpCredentialMissing", "McpPolicyError", "McpToolChanged", "open_mcp_tools", "schema_hash"]
 
 _log = logging.getLogger("tollgate.mcp")
 _TIERS: Final = ("allowlist", "confirmation", "mustlist", "blocklist")
 _EFFECTS: Final = ("read", "write", "destructive")
 _TEXT_CAP: Final = 20_000
+_OWNER_SESSIONS: Final = 64  # per-owner sessions kept open per server (the least recently used close first)
+T = TypeVar("T")
 
 
 class McpPolicyError(ToolLoadError):
@@ -82,6 +92,15 @@ class McpToolChanged(PermissionDenied):
         super().__init__(function, "the MCP server changed this tool after start-up")
         self.message = (f"{function} changed on its server since Tollgate started, so it is refused until an "
                         "operator accepts the new version")
+
+
+class McpCredentialMissing(PermissionDenied):
+    """A per-owner MCP server's call for an owner who has not stored the credential it needs."""
+
+    def __init__(self, function: str, credential: str, tool: str) -> None:
+        super().__init__(function, "no credential for this owner")
+        self.message = (f"{function} needs your {credential!r} for {tool}, and none is stored "
+                        f"(tollgate credentials set {credential} --tool {tool})")
 
 
 class McpCallFailed(Unavailable):
@@ -173,6 +192,13 @@ class _ToolPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class _OwnerAuth:
+    credential: str
+    header: str
+    prefix: str
+
+
+@dataclass(frozen=True, slots=True)
 class _ServerPolicy:
     name: str
     command: tuple[str, ...] | None
@@ -180,6 +206,7 @@ class _ServerPolicy:
     env: dict[str, str]
     id_kinds: tuple[IdKind, ...]
     tools: dict[str, _ToolPolicy]
+    per_owner: _OwnerAuth | None = None
 
 
 def _load_policy(path: Path) -> list[_ServerPolicy]:
@@ -208,8 +235,13 @@ def _load_policy(path: Path) -> list[_ServerPolicy]:
                 url_args=tuple(spec.get("url_args") or ()),
             )
         kinds = tuple(IdKind(k, **v) for k, v in (raw.get("id_kinds") or {}).items())
+        auth = raw.get("per_owner")
+        if auth is not None and (url is None or not isinstance(auth.get("credential"), str)):
+            raise McpPolicyError(f"MCP policy: server {name!r}: per_owner needs a url and the credential's name")
+        owner_auth = _OwnerAuth(auth["credential"], auth.get("header", "Authorization"),
+                                auth.get("prefix", "Bearer ")) if auth is not None else None
         servers.append(_ServerPolicy(name, tuple(command) if command else None, url, dict(raw.get("env") or {}),
-                                     kinds, tools))
+                                     kinds, tools, owner_auth))
     return servers
 
 
@@ -225,6 +257,33 @@ class _Live:
     accepted: dict[str, str]
     policy_path: Path
     changed: set[str] = field(default_factory=set)
+    owners: OrderedDict[tuple[str, str], _Held[Client]] = field(default_factory=OrderedDict)
+
+    async def session_for(self, ctx: ExecContext, function: str) -> Client:
+        """The session a call for ``ctx``'s owner uses: the shared one, or (``per_owner``) one that
+        carries that owner's credential, opened on first use and kept for the next calls."""
+        auth = self.policy.per_owner
+        if auth is None:
+            return self.client
+        secret = await ctx.credentials.get(auth.credential) if ctx.credentials is not None else None
+        if not secret:
+            raise McpCredentialMissing(function, auth.credential, self.policy.name)
+        key = (ctx.owner_id, hashlib.sha256(secret.encode()).hexdigest())  # a new secret gets a new session
+        held = self.owners.get(key)
+        if held is None:
+            url = str(self.policy.url)
+            headers = {auth.header: auth.prefix + secret}
+            held = _Held(lambda: _owner_session(url, headers), f"mcp-session:{self.policy.name}")
+            self.owners[key] = held
+            while len(self.owners) > _OWNER_SESSIONS:
+                await self.owners.popitem(last=False)[1].stop()
+        self.owners.move_to_end(key)
+        return await held.value()
+
+    async def close_owner_sessions(self) -> None:
+        """Leave every owner's session."""
+        while self.owners:
+            await self.owners.popitem()[1].stop()
 
     async def recheck(self) -> None:
         """Re-list the server's tools: an accepted tool whose schema changed or vanished is refused from now
@@ -246,13 +305,13 @@ class _Live:
                 _log.warning("MCP server %s changed its tool %s (schema_sha256 now %s): refused until the policy "
                              "pins it", self.policy.name, name, current)
 
-    async def call(self, function: str, name: str, args: dict[str, Any], *, writes: bool) -> Any:
+    async def call(self, ctx: ExecContext, function: str, name: str, args: dict[str, Any], *, writes: bool) -> Any:
         if writes:
             # A write does not rely on the change event having arrived: the list is read first.
             await self.recheck()
         if name in self.changed:
             raise McpToolChanged(function)
-        result = await self.client.call_tool(name, args)
+        result = await (await self.session_for(ctx, function)).call_tool(name, args)
         if result.is_error:
             raise McpCallFailed(function)
         if result.structured_content is not None:
@@ -261,6 +320,17 @@ class _Live:
             return content["result"] if isinstance(content, dict) and set(content) == {"result"} else content
         texts = [getattr(block, "text", "") for block in result.content]
         return "\n".join(t for t in texts if t)[:_TEXT_CAP]
+
+
+@asynccontextmanager
+async def _owner_session(url: str, headers: dict[str, str]) -> AsyncIterator[Client]:
+    """A session carrying one owner's headers (its HTTP client is ours to close; no response cache is shared)."""
+    # The SDK's own defaults: a server may hold a response stream open for minutes.
+    timeout = httpx2.Timeout(30.0, read=300.0)
+    async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http, Client(
+        streamable_http_client(url, http_client=http), cache=None
+    ) as client:
+        yield client
 
 
 def _pins(path: Path, server: str) -> dict[str, str]:
@@ -279,7 +349,7 @@ def _action(live: _Live, tool: Any, policy: _ToolPolicy) -> ActionSpec:
     args_model = _model(tool.input_schema, f"{server}.{tool.name}", url_args=policy.url_args)
 
     async def run(ctx: ExecContext, args: BaseModel) -> ActionResult:
-        output = await live.call(function, tool.name, args.model_dump(mode="json", exclude_none=True),
+        output = await live.call(ctx, function, tool.name, args.model_dump(mode="json", exclude_none=True),
                                  writes=policy.effect != "read")
         result = ActionResult(tool=server, action=tool.name, kind="write" if policy.effect != "read" else "item",
                               summary=output if isinstance(output, str) and len(output) < 300
@@ -337,41 +407,58 @@ async def _watch(live: _Live) -> None:
         _log.info("MCP server %s: no tool-change stream (%s)", live.policy.name, type(exc).__name__)
 
 
+class _Held(Generic[T]):
+    """An async context entered and left by a task of its own, so any task may start or stop it.
+
+    The SDK's sessions run anyio task groups, which must be left by the task that entered them;
+    a turn, a request and a test fixture each run in tasks of their own.
+    """
+
+    def __init__(self, enter: Callable[[], AbstractAsyncContextManager[T]], name: str) -> None:
+        self._enter = enter
+        self._ready: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._stop = asyncio.Event()
+        self._task = asyncio.create_task(self._hold(), name=name)
+
+    async def _hold(self) -> None:
+        try:
+            async with self._enter() as value:
+                self._ready.set_result(value)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not self._ready.done():
+                self._ready.set_exception(_reason(exc))
+            if not isinstance(exc, Exception):
+                raise
+
+    async def value(self) -> T:
+        """What the context yielded; raises what entering it raised."""
+        try:
+            return await asyncio.shield(self._ready)
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        """Leave the context (and wait until it is left)."""
+        self._stop.set()
+        await asyncio.gather(asyncio.shield(self._task), return_exceptions=True)
+
+
 @asynccontextmanager
 async def open_mcp_tools(policy_path: Path) -> AsyncIterator[list[ToolSpec]]:
     """Connect to every server of the policy and yield one governed tool per server, for the block.
 
-    The sessions live in a task of their own (the SDK's task groups must be left by the task
-    that entered them), so the block may be entered and left by different tasks. Raises
-    :class:`McpPolicyError` for an unusable policy, an unreachable server, a pinned schema that
-    does not match, or a schema that cannot be governed.
+    The sessions live in a task of their own (:class:`_Held`), so the block may be entered and
+    left by different tasks. Raises :class:`McpPolicyError` for an unusable policy, an
+    unreachable server, a pinned schema that does not match, or a schema that cannot be governed.
     """
-    ready: asyncio.Future[list[ToolSpec]] = asyncio.get_running_loop().create_future()
-    stop = asyncio.Event()
-
-    async def hold() -> None:
-        try:
-            async with _connected(policy_path) as specs:
-                ready.set_result(specs)
-                await stop.wait()
-        except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(_reason(exc))
-            if not isinstance(exc, Exception):
-                raise
-
-    task = asyncio.create_task(hold(), name="mcp-sessions")
-    try:
-        specs = await asyncio.shield(ready)
-    except BaseException:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        raise
+    held = _Held(lambda: _connected(policy_path), "mcp-sessions")
+    specs = await held.value()
     try:
         yield specs
     finally:
-        stop.set()
-        await asyncio.shield(task)
+        await held.stop()
 
 
 def _reason(exc: BaseException) -> Exception:
@@ -433,3 +520,5 @@ async def _connected(policy_path: Path) -> AsyncIterator[list[ToolSpec]]:
                 yield specs
             finally:
                 watchers.cancel_scope.cancel()
+        for live in connected:
+            await live.close_owner_sessions()
