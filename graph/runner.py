@@ -56,7 +56,7 @@ _MAX_MESSAGE: Final = 8000
 _PENDING_SQL: Final = """SELECT approval_id, thread_id, tool, action, preview, request, expires_at
                          FROM approvals WHERE owner_id = %s AND status = 'pending' AND expires_at > %s
                          AND (%s::text IS NULL OR thread_id = %s) ORDER BY created_at DESC"""
-_APPROVAL_SQL: Final = "SELECT thread_id, status, expires_at FROM approvals WHERE approval_id = %s AND owner_id = %s"
+_APPROVAL_SQL: Final = "SELECT thread_id, status, error, expires_at FROM approvals WHERE approval_id = %s AND owner_id = %s"
 _STALE_SQL: Final = """SELECT DISTINCT l.thread_id FROM thread_leases l JOIN approvals a USING (thread_id)
                        WHERE l.holder IS NOT NULL AND l.expires_at < clock_timestamp()
                          AND a.status IN ('pending', 'approved', 'executing')
@@ -108,6 +108,13 @@ class _Waiting:
     pending: Pending
     ids: dict[str, Any]
     """The thread's recent lists and known ids (what an edit may bind)."""
+
+
+def _closed(row: dict[str, Any] | None) -> str:
+    """Why an approval that is no longer pending cannot be decided, with what ended it (an honest account)."""
+    if row is None:
+        return "approval already closed"
+    return f"approval already {row['status']}" + (f": {row['error']}" if row.get("error") else "")
 
 
 class TurnRunner:
@@ -262,7 +269,7 @@ class TurnRunner:
             raise NotFound("approval", approval_id)
         thread_id = str(row["thread_id"])
         if row["status"] not in approvals.OPEN_STATUSES:
-            raise ApprovalInvalid(f"approval already {row['status']}")
+            raise ApprovalInvalid(_closed(row))
         # Approved or executing with no turn running: its turn died. Taking the thread reconciles it.
         async for event in self._audited(ctx, thread_id, self._resume(ctx, thread_id, approval_id, decision)):
             yield event
@@ -286,18 +293,17 @@ class TurnRunner:
                     await self._reconcile(thread_id)
                     raise ApprovalInvalid("this approval is no longer what its thread waits on")
                 value = {"token": block["token"], "decisions": [value]}
-            status = await self._status(block["id"], ctx.owner_id)
-            if status != "pending":
-                raise ApprovalInvalid(f"approval already {status or 'closed'}")
+            row = await self._approval(block["id"], ctx.owner_id)
+            if row is None or row["status"] != "pending":
+                raise ApprovalInvalid(_closed(row))
             check_decision(self.services, ctx, thread_id, waiting.plan, waiting.pending, waiting.ids, value)
             async for event in self._run(ctx, thread_id, Command(resume=value)):
                 yield event
 
-    async def _status(self, approval_id: str, owner_id: str) -> str | None:
+    async def _approval(self, approval_id: str, owner_id: str) -> dict[str, Any] | None:
         async with self.services.db.pool.connection() as conn:
             cur = await conn.execute(_APPROVAL_SQL, (approval_id, owner_id))
-            row = await cur.fetchone()
-        return str(row["status"]) if row else None
+            return await cur.fetchone()
 
     async def _audited(self, ctx: Context, thread_id: str, events: AsyncIterator[TurnEvent]) -> AsyncIterator[TurnEvent]:
         """``events``; a refusal raised before the first one is audited once, then raised."""

@@ -30,6 +30,12 @@ def list_notes() -> list[dict[str, str]]:
 
 
 @server.tool()
+def read_note(id: str) -> str:  # noqa: A002 - the argument's name on the wire
+    """Read one note."""
+    return next((n["text"] for n in NOTES if n["id"] == id), "no such note")
+
+
+@server.tool()
 def add_note(text: str) -> str:
     """Add a note."""
     _count()

@@ -52,6 +52,14 @@ effect = "write"
 preview = "Add the note '{text}'"
 usage_examples = ["add a note"]
 
+[servers.memo.id_kinds.note]
+pattern = "n[0-9]+"
+
+[servers.memo.tools.read_note]
+tier = "allowlist"
+id_fields = { id = "note" }
+usage_examples = ["read a note"]
+
 [servers.memo.tools.reshape]
 tier = "allowlist"
 usage_examples = ["reshape the notes"]
@@ -235,3 +243,18 @@ async def test_a_per_owner_server_gets_each_owners_own_credential(
             out = await turns.send(carol, carol.owner_id + "/crm", "who am I in the crm")
     assert out.outcome == "failed" and out.reply is not None and "tollgate credentials set api_token" in out.reply
     assert "tok-" not in out.reply
+
+
+async def test_ids_in_a_result_the_policy_names_are_bindable_and_no_others(
+    mcp_turns: Turns, model: ScriptedModel, ctx: Context
+) -> None:
+    thread = ctx.owner_id + "/mcp-ids"
+    model.push(call("memo__list_notes", {}), say(""))
+    await mcp_turns.send(ctx, thread, "list my notes")
+    model.push(call("memo__read_note", {"id": "#2"}), say("It says to call the bank."))
+    out = await mcp_turns.send(ctx, thread, "read the second note")
+    assert out.outcome == "read" and "call the bank" in str(model.prompts[-1][-1].content)  # "#2" bound to n2
+    model.push(call("memo__read_note", {"id": "n9"}))
+    out = await mcp_turns.send(ctx, thread, "read note n9")
+    assert out.outcome == "clarify"
+    assert [e["data"]["reason"] for e in out.events if e["type"] == "error"] == ["not_returned"]

@@ -150,4 +150,5 @@ async def test_a_process_killed_after_the_remote_call_never_repeats_it(
         assert await _ledger(db, approval_id) == "done" and reconciled == ["remote_done"]
     else:
         assert status == "failed" and error is not None and "could not confirm whether it happened" in error
+        assert "could not confirm whether it happened" in refused.value.message  # the owner is told
         assert await _ledger(db, approval_id) == "unknown" and reconciled == ["remote_unknown"]
