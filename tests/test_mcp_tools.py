@@ -83,6 +83,14 @@ def policy(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Pat
         yield path, counter
 
 
+def _stdio_policy(tmp_path: Path, tools: str) -> Path:
+    """A policy file for the test server over stdio, with these tool tables."""
+    path = tmp_path / "policy.toml"
+    path.write_text(f'[servers.memo]\ncommand = ["{sys.executable}", "-m", "tests.mcp_server", "stdio"]\n'
+                    f'env = {{ PYTHONPATH = "{_ROOT}" }}\n' + textwrap.dedent(tools))
+    return path
+
+
 @contextmanager
 def _http_server(counter: Path) -> Iterator[str]:
     """The test MCP server serving streamable HTTP on a free loopback port; its URL."""
@@ -155,15 +163,11 @@ async def test_a_schema_changed_at_run_time_is_refused(
 
 
 async def test_a_pinned_schema_that_differs_refuses_to_start(tmp_path: Path) -> None:
-    path = tmp_path / "policy.toml"
-    path.write_text(textwrap.dedent(f'''
-        [servers.memo]
-        command = ["{sys.executable}", "-m", "tests.mcp_server", "stdio"]
-        env = {{ PYTHONPATH = "{_ROOT}" }}
+    path = _stdio_policy(tmp_path, f'''
         [servers.memo.tools.list_notes]
         tier = "allowlist"
         schema_sha256 = "{schema_hash({"type": "object"})}"
-    '''))
+    ''')
     with pytest.raises(McpPolicyError, match="not the one the policy pins"):
         async with open_mcp_tools(path):
             pass
@@ -196,16 +200,12 @@ async def test_a_changed_schema_is_accepted_once_the_policy_pins_it(
 async def test_url_arguments_the_policy_names_pass_the_egress_gate(
     services: Services, db: Database, model: ScriptedModel, ctx: Context, tmp_path: Path
 ) -> None:
-    path = tmp_path / "policy.toml"
-    path.write_text(textwrap.dedent(f'''
-        [servers.memo]
-        command = ["{sys.executable}", "-m", "tests.mcp_server", "stdio"]
-        env = {{ PYTHONPATH = "{_ROOT}" }}
+    path = _stdio_policy(tmp_path, '''
         [servers.memo.tools.export_everything]
         tier = "allowlist"
         url_args = ["destination"]
         usage_examples = ["export my notes"]
-    '''))
+    ''')
     async with open_mcp_tools(path) as specs:
         svc = replace(services, registry=Registry((*builtin_tools(), *specs)))
         turns = Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))

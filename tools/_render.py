@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 from psycopg.rows import dict_row
 
+from policies.errors import NotFound
 from tools.registry import ActionResult, ExecContext, ResultRow
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "item_result",
     "jsonable",
     "list_result",
+    "load_owned",
     "local",
     "plural",
     "quoted",
@@ -200,3 +202,18 @@ async def fetch_one(ctx: ExecContext, sql: LiteralString, params: Sequence[Any])
     async with ctx.db.cursor(row_factory=dict_row) as cur:
         await cur.execute(sql, params)
         return await cur.fetchone()
+
+
+async def load_owned(
+    ctx: ExecContext, table: LiteralString, columns: LiteralString, kind: str, item_id: str, *, lock: bool = False
+) -> dict[str, Any]:
+    """The owner's row ``item_id`` of ``table`` (locked for the transaction with ``lock``).
+
+    Raises :class:`~policies.errors.NotFound` when the owner has no such item; another owner's
+    item is indistinguishable from none.
+    """
+    sql = f"SELECT {columns} FROM {table} WHERE owner_id = %s AND id = %s"
+    row = await fetch_one(ctx, sql + (" FOR UPDATE" if lock else ""), (ctx.owner_id, item_id))
+    if row is None:
+        raise NotFound(kind, item_id)
+    return row

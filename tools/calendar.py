@@ -19,6 +19,7 @@ from tools._render import (
     fmt_when,
     item_result,
     list_result,
+    load_owned,
     local,
     plural,
     quoted,
@@ -102,11 +103,7 @@ def _item(row: dict[str, Any], tz: str) -> dict[str, Any]:
 
 
 async def _load(ctx: ExecContext, event_id: str, *, lock: bool = False) -> dict[str, Any]:
-    sql = f"SELECT {_COLUMNS} FROM calendar_events WHERE owner_id = %s AND id = %s"
-    row = await fetch_one(ctx, sql + (" FOR UPDATE" if lock else ""), (ctx.owner_id, event_id))
-    if row is None:
-        raise NotFound("calendar event", event_id)
-    return row
+    return await load_owned(ctx, "calendar_events", _COLUMNS, "calendar event", event_id, lock=lock)
 
 
 async def list_events(ctx: ExecContext, args: CalendarListArgs) -> ActionResult:

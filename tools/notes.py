@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from policies.errors import NotFound
 from tools._ids import new_id
 from tools._render import (
     clip,
@@ -18,6 +17,7 @@ from tools._render import (
     fetch_one,
     item_result,
     list_result,
+    load_owned,
     quoted,
     render_list,
     render_summary,
@@ -61,11 +61,7 @@ async def list_notes(ctx: ExecContext, args: NoteListArgs) -> ActionResult:
 
 
 async def _load(ctx: ExecContext, note_id: str, *, lock: bool = False) -> dict[str, Any]:
-    sql = f"SELECT {_COLUMNS} FROM notes WHERE owner_id = %s AND id = %s"
-    row = await fetch_one(ctx, sql + (" FOR UPDATE" if lock else ""), (ctx.owner_id, note_id))
-    if row is None:
-        raise NotFound(_KIND, note_id)
-    return row
+    return await load_owned(ctx, "notes", _COLUMNS, _KIND, note_id, lock=lock)
 
 
 async def read_note(ctx: ExecContext, args: NoteReadArgs) -> ActionResult:

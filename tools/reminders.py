@@ -20,6 +20,7 @@ from tools._render import (
     fmt_duration,
     fmt_when,
     list_result,
+    load_owned,
     quoted,
     render_list,
     render_summary,
@@ -93,11 +94,7 @@ async def create_reminder(ctx: ExecContext, args: ReminderCreateArgs) -> ActionR
 
 
 async def _load(ctx: ExecContext, reminder_id: str, *, lock: bool = False) -> dict[str, Any]:
-    sql = f"SELECT {_COLUMNS} FROM reminders WHERE owner_id = %s AND id = %s"
-    row = await fetch_one(ctx, sql + (" FOR UPDATE" if lock else ""), (ctx.owner_id, reminder_id))
-    if row is None:
-        raise NotFound(_KIND, reminder_id)
-    return row
+    return await load_owned(ctx, "reminders", _COLUMNS, _KIND, reminder_id, lock=lock)
 
 
 def _not_scheduled(row: dict[str, Any], tz: str) -> str:

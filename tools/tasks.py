@@ -17,6 +17,7 @@ from tools._render import (
     fetch_one,
     fmt_day,
     list_result,
+    load_owned,
     quoted,
     render_list,
     render_summary,
@@ -77,11 +78,7 @@ async def create_task(ctx: ExecContext, args: TaskCreateArgs) -> ActionResult:
 
 
 async def _load(ctx: ExecContext, task_id: str, *, lock: bool = False) -> dict[str, Any]:
-    sql = f"SELECT {_COLUMNS} FROM tasks WHERE owner_id = %s AND id = %s"
-    row = await fetch_one(ctx, sql + (" FOR UPDATE" if lock else ""), (ctx.owner_id, task_id))
-    if row is None:
-        raise NotFound(_KIND, task_id)
-    return row
+    return await load_owned(ctx, "tasks", _COLUMNS, _KIND, task_id, lock=lock)
 
 
 async def preview_complete(ctx: ExecContext, args: TaskCompleteArgs) -> str:
