@@ -112,14 +112,17 @@ class _Turn:
             _out.print(Text.assemble(("tollgate> ", "bold cyan"), str(data["text"])))
         elif kind == "approval_required":
             self._stop_stream()
-            body = Text.assemble(
-                (str(data["preview"]), "bold"),
-                "\n",
-                (f"{data['tool']}.{data['action']} {json.dumps(data['args'], ensure_ascii=False)}", "dim"),
-                "\n",
-                (f"expires {data['expires_at']}", "dim"),
-            )
-            _out.print(Panel(body, title="needs your approval", title_align="left", border_style="yellow"))
+            actions = _actions_of(data)
+            for number, action in enumerate(actions, 1):
+                body = Text.assemble(
+                    (str(action["preview"]), "bold"),
+                    "\n",
+                    (f"{action['tool']}.{action['action']} {json.dumps(action['args'], ensure_ascii=False)}", "dim"),
+                    "\n",
+                    (f"expires {data['expires_at']}", "dim"),
+                )
+                title = "needs your approval" + (f" ({number} of {len(actions)})" if len(actions) > 1 else "")
+                _out.print(Panel(body, title=title, title_align="left", border_style="yellow"))
             self.waiting = event
 
     async def play(self, events: AsyncIterator[TurnEvent]) -> TurnEvent | None:
@@ -158,22 +161,41 @@ async def _edited_args(current: dict[str, Any]) -> dict[str, Any] | None:
         _out.print("the arguments must be a JSON object; try again", style="yellow")
 
 
-async def _decision(event: TurnEvent) -> dict[str, Any]:
-    """Ask the person for a decision on ``event``'s approval request.
+def _actions_of(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The actions of an ``approval_required`` event (one, for a request of one action)."""
+    return list(data.get("actions") or [
+        {"approval_id": data["approval_id"], "tool": data["tool"], "action": data["action"],
+         "preview": data["preview"], "args": data["args"]}])
 
-    Edited arguments are sent as typed: the server checks them like the model's (schema, ids, DLP).
-    """
-    data = event["data"]
+
+_CHOICES: Final = {"approve": ("a", "[a]pprove"), "edit": ("e", "[e]dit"), "reject": ("r", "[r]eject")}
+
+
+async def _one_decision(action: dict[str, Any], label: str) -> dict[str, Any]:
+    allowed = [d for d in action.get("allowed_decisions") or ("approve", "edit", "reject") if d in _CHOICES]
+    prompt = f"{label}? " + " / ".join(_CHOICES[d][1] for d in allowed)
     while True:
-        answer = await _ask("approve? [a]pprove / [e]dit / [r]eject", choices=["a", "e", "r"])
+        answer = await _ask(prompt, choices=[_CHOICES[d][0] for d in allowed])
         if answer == "a":
             return {"type": "approve"}
         if answer == "r":
             why = (await _ask("reason (optional): ")).strip()
             return {"type": "reject", "message": why} if why else {"type": "reject"}
-        args = await _edited_args(data["args"])
+        args = await _edited_args(action["args"])
         if args is not None:
-            return {"type": "edit", "edited_action": {"name": f"{data['tool']}__{data['action']}", "args": args}}
+            return {"type": "edit", "edited_action": {"name": f"{action['tool']}__{action['action']}", "args": args}}
+
+
+async def _decision(event: TurnEvent) -> dict[str, Any] | list[dict[str, Any]]:
+    """Ask the person for a decision on each action of ``event``'s approval request, in order.
+
+    Edited arguments are sent as typed: the server checks them like the model's (schema, ids,
+    DLP) and shows the edited call again as a new approval.
+    """
+    actions = _actions_of(event["data"])
+    if len(actions) == 1:
+        return await _one_decision(actions[0], "approve")
+    return [await _one_decision(a, f"approve {n} of {len(actions)}") for n, a in enumerate(actions, 1)]
 
 
 async def _seed(app: App, owner: str, timezone: str) -> None:
@@ -184,11 +206,22 @@ async def _seed(app: App, owner: str, timezone: str) -> None:
 
 
 async def _exchange(app: App, ctx: Context, thread: str, line: str) -> None:
-    """One user message and every approval it leads to."""
+    """One user message and every approval it leads to.
+
+    A decision the server refuses (an edit that fails its checks) leaves the request pending:
+    the refusal is shown and the same request is asked again.
+    """
+    from policies.errors import TollgateError
+
     waiting = await _Turn().play(app.runner.stream(ctx, thread, line))
     while waiting is not None:
         decision = await _decision(waiting)
-        waiting = await _Turn().play(app.runner.stream_decision(ctx, waiting["data"]["approval_id"], decision))
+        try:
+            waiting = await _Turn().play(app.runner.stream_decision(ctx, waiting["data"]["approval_id"], decision))
+        except TollgateError as exc:
+            if exc.code not in ("invalid_args", "off_list_id", "egress_denied"):
+                raise
+            _out.print(f"  · not accepted ({exc.code}): {exc.message}; the request is still pending", style="yellow")
 
 
 async def run_chat(settings: Settings, owner: str, thread: str, timezone: str, *, demo_data: bool) -> None:

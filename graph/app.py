@@ -19,8 +19,9 @@ from graph.runner import TurnRunner
 from graph.services import Hooks, Services, utc_now
 from graph.settings import Settings
 from graph.turn import build_graph
+from policies.approval_rules import ApprovalRules, RulesError, parse_rules
 from tools.loading import ToolSource, assemble_registry
-from tools.registry import ToolSpec
+from tools.registry import Registry, ToolSpec
 
 __all__ = ["App", "build_services", "connected_tools", "default_picker", "open_app"]
 
@@ -61,10 +62,12 @@ def build_services(
     Studio (:mod:`graph.studio`), so both run the same turn.
     """
     key = settings.approval_key()
+    registry = assemble_registry(settings, tools)
     return Services(
         settings=settings,
         db=db,
-        registry=assemble_registry(settings, tools),
+        registry=registry,
+        approval_rules=approval_rules(settings, registry),
         picker_model=picker_model or build_model(settings, "picker", fallback=default_picker()) or default_picker(),
         naturalizer_model=naturalizer_model or build_model(settings, "naturalizer", fallback=None),
         clock=clock,
@@ -73,6 +76,23 @@ def build_services(
         egress=egress_client(settings),
         credentials=CredentialStore(db.pool, credentials_cipher(settings, key)),
     )
+
+
+def approval_rules(settings: Settings, registry: Registry) -> ApprovalRules:
+    """The rules of ``settings.approval_rules`` (none without a file); raises :class:`RulesError` for an
+    unreadable or invalid file, or one naming an action the registry does not have."""
+    path = settings.approval_rules
+    if path is None:
+        return ApprovalRules()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RulesError(f"approval rules {path}: cannot read ({exc.strerror})") from None
+    rules = parse_rules(text, str(path))
+    unknown = rules.unknown_actions(f"{t.name}.{a.name}" for t in registry.tools for a in t.actions)
+    if unknown:
+        raise RulesError(f"approval rules {path}: no such action: {', '.join(unknown)}")
+    return rules
 
 
 @asynccontextmanager

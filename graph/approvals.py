@@ -32,10 +32,11 @@ from langgraph.types import StateSnapshot
 from psycopg_pool import AsyncConnectionPool
 
 from graph import leases
-from policies.hitl import ApprovalRequest
+from policies.hitl import ActionBinding, ApprovalRequest
 
 __all__ = [
     "OPEN_STATUSES",
+    "actions_of",
     "ApprovalStatus",
     "Closed",
     "claim",
@@ -56,8 +57,12 @@ OPEN_STATUSES: Final[tuple[ApprovalStatus, ...]] = ("pending", "approved", "exec
 """Statuses that are not final."""
 
 _PENDING_SQL: Final = """INSERT INTO approvals (approval_id, thread_id, owner_id, tool, action, args_hash,
-                                                preview, request, expires_at)
-                         VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+                                                preview, request, expires_at, request_id, position)
+                         SELECT a.id, %(thread)s, %(owner)s, a.tool, a.action, a.args_hash, a.preview,
+                                %(request)s, %(expires)s,
+                                %(request_id)s, a.position
+                         FROM jsonb_to_recordset(%(actions)s)
+                             AS a (id text, tool text, action text, args_hash text, preview text, position integer)
                          ON CONFLICT (approval_id) DO NOTHING"""
 _DECIDE_SQL: Final = """UPDATE approvals SET status = %(status)s, decision = %(decision)s,
                                approved_args_hash = %(hash)s, decided_at = now()
@@ -80,7 +85,8 @@ _EXPIRE_SQL: Final = """UPDATE approvals SET status = 'expired', decided_at = no
                                error_code = 'approval_expired'
                         WHERE status = 'pending' AND expires_at <= %s
                         RETURNING approval_id, thread_id, owner_id, tool, action, args_hash, preview"""
-_OPEN_OF_THREAD_SQL: Final = """SELECT a.approval_id, a.status, coalesce(e.state = 'done', false) AS ran, e.state AS effect
+_OPEN_OF_THREAD_SQL: Final = """SELECT a.approval_id, a.request_id, a.status, coalesce(e.state = 'done', false) AS ran,
+                                       e.state AS effect
                                 FROM approvals a LEFT JOIN effects e ON e.idem_key = a.approval_id
                                 WHERE a.thread_id = %s AND a.status IN ('pending', 'approved', 'executing')
                                 FOR UPDATE OF a"""
@@ -124,15 +130,26 @@ def requested(snapshot: StateSnapshot) -> ApprovalRequest | None:
     return None
 
 
-async def list_pending(pool: AsyncConnectionPool[Any], owner_id: str, thread_id: str, request: ApprovalRequest) -> None:
-    """List ``request`` as pending, for the approval API of every surface (fenced by the turn's lease)."""
+def actions_of(request: ApprovalRequest) -> list[ActionBinding]:
+    """Each action's binding of ``request``, in order (a request from before multi-action requests has one)."""
     block = request["approval"]
-    row = (
-        block["id"], thread_id, owner_id, block["tool"], block["action"], block["args_hash"],
-        request["action_requests"][0]["description"], Jsonb(request), block["expires_at"],
-    )
+    return block.get("actions") or [ActionBinding(id=block["id"], call_id="", tool=block["tool"],
+                                                  action=block["action"], args_hash=block["args_hash"],
+                                                  token=block["token"])]
+
+
+async def list_pending(pool: AsyncConnectionPool[Any], owner_id: str, thread_id: str, request: ApprovalRequest) -> None:
+    """List ``request`` as pending, one row per action, for the approval API of every surface
+    (fenced by the turn's lease). Every row holds the whole request; the first action's id is the
+    request's (``request_id``)."""
+    block = request["approval"]
+    actions = [{"id": a["id"], "tool": a["tool"], "action": a["action"], "args_hash": a["args_hash"],
+                "preview": r["description"], "position": i}
+               for i, (a, r) in enumerate(zip(actions_of(request), request["action_requests"], strict=True))]
+    params = {"thread": thread_id, "owner": owner_id, "request": Jsonb(request),
+              "expires": block["expires_at"], "request_id": block["id"], "actions": Jsonb(actions)}
     async with leases.fenced(pool) as conn:
-        await conn.execute(_PENDING_SQL, row)
+        await conn.execute(_PENDING_SQL, params)
 
 
 async def decide(
@@ -250,7 +267,7 @@ async def reconcile(
                 new, code, why = "failed", "unavailable", _UNKNOWN
             elif status in ("approved", "executing"):
                 new, code, why = "failed", "unavailable", "the turn stopped before the action ran; nothing was changed"
-            elif approval_id != interrupted_on:
+            elif row["request_id"] != interrupted_on:
                 new, code, why = "failed", "unavailable", "the turn stopped before the request was saved"
             else:
                 continue

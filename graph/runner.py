@@ -43,20 +43,23 @@ from graph.services import Services
 from graph.slots import TurnSlots
 from graph.state import Context, Pending, Plan
 from graph.threads import thread_kind
-from nodes.approval import check_decision
+from nodes.approval import allowed_of, check_decision
+from nodes.propose import joined_preview
 from policies.errors import ApprovalInvalid, InvalidArgs, NotFound, ThreadReadOnly, TollgateError
 from policies.hitl import ApprovalRequest
 from policies.storable import unstorable
 
-__all__ = ["PendingApproval", "TurnOutcome", "TurnRunner"]
+__all__ = ["PendingAction", "PendingApproval", "TurnOutcome", "TurnRunner"]
 
 _log = logging.getLogger(__name__)
 
 _MAX_MESSAGE: Final = 8000
 _PENDING_SQL: Final = """SELECT approval_id, thread_id, tool, action, preview, request, expires_at
                          FROM approvals WHERE owner_id = %s AND status = 'pending' AND expires_at > %s
+                         AND approval_id = request_id
                          AND (%s::text IS NULL OR thread_id = %s) ORDER BY created_at DESC"""
-_APPROVAL_SQL: Final = "SELECT thread_id, status, error, expires_at FROM approvals WHERE approval_id = %s AND owner_id = %s"
+_APPROVAL_SQL: Final = """SELECT thread_id, status, error, expires_at, request_id FROM approvals
+                          WHERE approval_id = %s AND owner_id = %s"""
 _STALE_SQL: Final = """SELECT DISTINCT l.thread_id FROM thread_leases l JOIN approvals a USING (thread_id)
                        WHERE l.holder IS NOT NULL AND l.expires_at < clock_timestamp()
                          AND a.status IN ('pending', 'approved', 'executing')
@@ -80,23 +83,60 @@ class TurnOutcome:
 
 
 @dataclass(frozen=True, slots=True)
-class PendingApproval:
-    """A pending approval as callers see it (the token stays server-side)."""
+class PendingAction:
+    """One action of a pending approval request."""
 
     approval_id: str
-    """The approval id."""
-    thread_id: str
-    """Its thread."""
+    """The action's own approval id."""
     tool: str
     """Tool name."""
     action: str
     """Action name."""
     preview: str
-    """What will run."""
+    """What it will do."""
     args: dict[str, Any]
-    """The exact arguments that will run."""
+    """The exact arguments it will run with."""
+    allowed_decisions: tuple[str, ...] = ("approve", "edit", "reject")
+    """The decisions a reviewer may take."""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    """A pending approval request as callers see it (the token stays server-side).
+
+    The top-level fields describe its first action (all of it, for a request of one action);
+    ``actions`` lists every action, each decided in the same resume, in order.
+    """
+
+    approval_id: str
+    """The request's id (its first action's approval id)."""
+    thread_id: str
+    """Its thread."""
+    tool: str
+    """Tool name (of the first action)."""
+    action: str
+    """Action name (of the first action)."""
+    preview: str
+    """What will run (every action's, numbered when several)."""
+    args: dict[str, Any]
+    """The exact arguments the first action will run with."""
     expires_at: str
     """ISO 8601 expiry."""
+    actions: tuple[PendingAction, ...] = ()
+    """Every action of the request, in order."""
+
+    @classmethod
+    def of(cls, thread_id: str, request: ApprovalRequest, preview: str, expires_at: str) -> PendingApproval:
+        """The caller's view of ``request``."""
+        bindings = approvals.actions_of(request)
+        actions = tuple(
+            PendingAction(approval_id=b["id"], tool=b["tool"], action=b["action"], preview=r["description"],
+                          args=r["args"], allowed_decisions=tuple(c["allowed_decisions"]))
+            for b, r, c in zip(bindings, request["action_requests"], request["review_configs"], strict=True))
+        block = request["approval"]
+        return cls(approval_id=block["id"], thread_id=thread_id, tool=block["tool"], action=block["action"],
+                   preview=preview, args=request["action_requests"][0]["args"], expires_at=expires_at,
+                   actions=actions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,10 +144,14 @@ class _Waiting:
     """What a thread's latest checkpoint waits on: the request, and the plan and lists it was made from."""
 
     request: ApprovalRequest
-    plan: Plan
+    plans: list[Plan]
     pending: Pending
     ids: dict[str, Any]
     """The thread's recent lists and known ids (what an edit may bind)."""
+
+
+def _preview_of(request: ApprovalRequest) -> str:
+    return joined_preview([r["description"] for r in request["action_requests"]])
 
 
 def _closed(row: dict[str, Any] | None) -> str:
@@ -163,10 +207,10 @@ class TurnRunner:
         snapshot = await self.graph.aget_state(self._config(thread_id))
         request = approvals.requested(snapshot)
         values = snapshot.values or {}
-        plan, pending = values.get("plan"), values.get("pending")
-        if request is None or plan is None or pending is None:
+        plans, pending = values.get("plans"), values.get("pending")
+        if request is None or not plans or pending is None:
             return None
-        return _Waiting(request=request, plan=plan, pending=pending,
+        return _Waiting(request=request, plans=plans, pending=pending,
                         ids={"recent": values.get("recent") or {}, "known": values.get("known") or {}})
 
     async def _reconcile(self, thread_id: str) -> None:
@@ -256,11 +300,16 @@ class TurnRunner:
         async for event in self._audited(ctx, thread_id, self._resume(ctx, thread_id, None, value)):
             yield event
 
-    async def stream_decision(self, ctx: Context, approval_id: str, decision: dict[str, Any]) -> AsyncIterator[TurnEvent]:
-        """Decide an approval by id, as its owner; yields the resumed turn's events.
+    async def stream_decision(
+        self, ctx: Context, approval_id: str, decision: dict[str, Any] | list[dict[str, Any]]
+    ) -> AsyncIterator[TurnEvent]:
+        """Decide an approval request by id, as its owner; yields the resumed turn's events.
 
-        An approval that is not pending (decided, superseded, expired, failed) is refused as
-        such (``ApprovalInvalid``); another owner's is indistinguishable from none (``NotFound``).
+        ``decision`` is one decision (for a request of one action) or a list, one per action of
+        the request, in order; the id may be the request's or any of its actions'. An approval
+        that is not pending (decided, superseded, expired, failed) is refused as such
+        (``ApprovalInvalid``), a wrong count too, and the request stays pending; another owner's
+        is indistinguishable from none (``NotFound``).
         """
         async with self.services.db.pool.connection() as conn:
             cur = await conn.execute(_APPROVAL_SQL, (approval_id, ctx.owner_id))
@@ -270,6 +319,7 @@ class TurnRunner:
         thread_id = str(row["thread_id"])
         if row["status"] not in approvals.OPEN_STATUSES:
             raise ApprovalInvalid(_closed(row))
+        approval_id = str(row["request_id"])
         # Approved or executing with no turn running: its turn died. Taking the thread reconciles it.
         async for event in self._audited(ctx, thread_id, self._resume(ctx, thread_id, approval_id, decision)):
             yield event
@@ -292,11 +342,12 @@ class TurnRunner:
                 if block["id"] != approval_id:
                     await self._reconcile(thread_id)
                     raise ApprovalInvalid("this approval is no longer what its thread waits on")
-                value = {"token": block["token"], "decisions": [value]}
+                value = {"token": block["token"], "decisions": value if isinstance(value, list) else [value]}
             row = await self._approval(block["id"], ctx.owner_id)
             if row is None or row["status"] != "pending":
                 raise ApprovalInvalid(_closed(row))
-            check_decision(self.services, ctx, thread_id, waiting.plan, waiting.pending, waiting.ids, value)
+            check_decision(self.services, ctx, thread_id, waiting.plans, waiting.pending, waiting.ids, value,
+                           allowed_of(waiting.request))
             async for event in self._run(ctx, thread_id, Command(resume=value)):
                 yield event
 
@@ -336,6 +387,10 @@ class TurnRunner:
                 out.approval = PendingApproval(
                     approval_id=d["approval_id"], thread_id=out.thread_id, tool=d["tool"], action=d["action"],
                     preview=d["preview"], args=d["args"], expires_at=d["expires_at"],
+                    actions=tuple(PendingAction(approval_id=a["approval_id"], tool=a["tool"], action=a["action"],
+                                                preview=a["preview"], args=a["args"],
+                                                allowed_decisions=tuple(a.get("allowed_decisions") or ()))
+                                  for a in d.get("actions") or ()),
                 )
         return out
 
@@ -347,7 +402,9 @@ class TurnRunner:
         """Resume with a raw value and collect the outcome."""
         return await self._collect(thread_id, self.stream_resume(ctx, thread_id, value))
 
-    async def decide(self, ctx: Context, approval_id: str, decision: dict[str, Any]) -> TurnOutcome:
+    async def decide(
+        self, ctx: Context, approval_id: str, decision: dict[str, Any] | list[dict[str, Any]]
+    ) -> TurnOutcome:
         """Decide an approval by id and collect the outcome (its thread is the events')."""
         return await self._collect("", self.stream_decision(ctx, approval_id, decision))
 
@@ -357,10 +414,6 @@ class TurnRunner:
             cur = await conn.execute(_PENDING_SQL, (ctx.owner_id, self.services.clock(), thread_id, thread_id))
             rows = await cur.fetchall()
         return [
-            PendingApproval(
-                approval_id=r["approval_id"], thread_id=r["thread_id"], tool=r["tool"], action=r["action"],
-                preview=r["preview"], args=r["request"]["action_requests"][0]["args"],
-                expires_at=r["expires_at"].isoformat(),
-            )
+            PendingApproval.of(r["thread_id"], r["request"], _preview_of(r["request"]), r["expires_at"].isoformat())
             for r in rows
         ]

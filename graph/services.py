@@ -19,6 +19,7 @@ from graph.db import Database
 from graph.egress_transport import EgressClient
 from graph.perimeter import egress_client
 from graph.settings import Settings
+from policies.approval_rules import ApprovalRules
 from tools.registry import ExecContext, Registry
 
 __all__ = ["Hooks", "Services", "ServicesProvider", "utc_now"]
@@ -63,6 +64,8 @@ class Services:
     """HTTP for tools through the egress gate (from settings when ``None``)."""
     credentials: CredentialStore | None = None
     """Owners' tool secrets (from settings and the approval key when ``None``)."""
+    approval_rules: ApprovalRules = field(default_factory=ApprovalRules)
+    """The deployment's per-action approval rules."""
 
     def key(self) -> bytes:
         """The approval key."""

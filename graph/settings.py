@@ -35,12 +35,14 @@ class Settings(BaseSettings):
     """Fernet key encrypting owners' tool secrets at rest; development derives one from the approval key."""
     approval_ttl_seconds: int = Field(default=3 * 24 * 3600, ge=60, le=30 * 24 * 3600)
     """How long an approval request stays valid."""
-    step_budget: int = Field(default=3, ge=1, le=10)
-    """Tool steps (reads chained, or one write) per turn."""
+    step_budget: int = Field(default=8, ge=1, le=50)
+    """Model answers with tool calls per chat turn (each may hold several calls)."""
     history_turns: int = Field(default=6, ge=0, le=50)
-    """Prior user turns shown to the picker, framed as data."""
-    history_chars: int = Field(default=2000, ge=0, le=20000)
-    """Character budget for those prior turns."""
+    """Earlier turns (request, tool calls and results, reply) shown to the picker, framed as data."""
+    history_tokens: int = Field(default=2000, ge=0, le=50_000)
+    """Token budget for those earlier turns (about four characters a token; oldest dropped first)."""
+    max_calls_per_step: int = Field(default=8, ge=1, le=8)
+    """Tool calls one model answer may make (the rest are refused back to the model)."""
     default_timezone: str = "UTC"
     """Timezone for owners who have none configured."""
     pool_max_size: int = Field(default=20, ge=1, le=200)
@@ -90,7 +92,7 @@ class Settings(BaseSettings):
     """A worker silent this long is presumed dead; its runs are taken up by another worker."""
     scheduler_tick_seconds: int = Field(default=10, ge=1, le=60)
     """Cadence of stall recovery, trigger evaluation and reminder firing (a divisor of 60)."""
-    background_step_budget: int = Field(default=10, ge=1, le=10)
+    background_step_budget: int = Field(default=12, ge=1, le=50)
     """Tool steps per turn of a background run (chat turns use ``step_budget``)."""
     rate_limit_burst: int = Field(default=60, ge=1, le=100_000)
     """HTTP requests one principal may make at once (token-bucket capacity, kept per process)."""
@@ -121,6 +123,9 @@ class Settings(BaseSettings):
     (a ToolSpec, a list of them, or a callable taking these settings)."""
     tool_entry_points: bool = True
     """Also serve the tools installed packages register under the ``tollgate.tools`` entry points."""
+    approval_rules: Path | None = None
+    """A TOML file of per-action approval rules (:mod:`policies.approval_rules`); none: every
+    confirmation-tier call asks."""
     mcp_policy: Path | None = None
     """A TOML policy naming MCP servers and how each of their tools is governed (tools/mcp_tools.py)."""
     disabled_tools: list[str] = Field(default_factory=list)

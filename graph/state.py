@@ -18,10 +18,13 @@ from policies.tiers import Tier
 from tools.registry import ActionResult, ResultRow
 
 __all__ = [
+    "CallRecord",
+    "CallStatus",
     "Channel",
     "Context",
     "Gate",
     "Pending",
+    "PendingAction",
     "Plan",
     "RecentList",
     "TurnInput",
@@ -29,6 +32,7 @@ __all__ = [
     "TurnState",
     "merge_known",
     "merge_recent",
+    "outcome_of",
     "turn_messages",
 ]
 
@@ -75,6 +79,42 @@ class Plan(TypedDict):
     seal: NotRequired[str]
     """The gate's HMAC over this exact call (:func:`policies.approval.seal_plan`): execute runs
     nothing without it, so a plan written into the state from outside runs nothing."""
+    verdict: NotRequired[Literal["execute", "propose"]]
+    """The gate's verdict, for routing only: execute derives its own again."""
+    approval_id: NotRequired[str]
+    """Set once a person approved this call; execute still claims that approval for these
+    exact arguments in the effect's transaction."""
+    policy_rule: NotRequired[str]
+    """The deployment's approval rule that lets this confirmation-tier call run unasked."""
+    edited: NotRequired[bool]
+    """Its arguments are a reviewer's edit (execute checks them for DLP findings as the model's)."""
+    revision: NotRequired[int]
+    """How many times a reviewer edited it for a new preview (each revision is a new approval)."""
+
+
+CallStatus = Literal["ran", "refused", "clarify", "failed", "rejected", "expired", "repeated"]
+"""What became of one tool call of the turn (``repeated``: a list already run this turn)."""
+
+
+class CallRecord(TypedDict):
+    """One tool call of the turn and what became of it: the turn's real effects."""
+
+    call_id: str
+    """The model's tool-call id."""
+    tool: str
+    """Tool name."""
+    action: str
+    """Action name."""
+    status: CallStatus
+    """What happened."""
+    writes: bool
+    """Whether the action changes something."""
+    result: NotRequired[ActionResult]
+    """Its result, when it ran."""
+    message: NotRequired[str]
+    """For a call that did not run: what to tell the person."""
+    code: NotRequired[str]
+    """For a call that did not run: the error code."""
 
 
 class Gate(TypedDict):
@@ -92,17 +132,38 @@ class Gate(TypedDict):
     """Text for the user (a plain reply, a clarifying question or a refusal)."""
 
 
+class PendingAction(TypedDict):
+    """One action of the pending request."""
+
+    approval_id: str
+    """Its approval id (and its effect's idempotency key)."""
+    call_id: str
+    """The tool call it answers."""
+    tool: str
+    """Tool name."""
+    action: str
+    """Action name."""
+    args_hash: str
+    """Hash of the arguments it would run with."""
+    preview: str
+    """Server-rendered description of what it will do."""
+
+
 class Pending(TypedDict):
     """The approval request this turn is waiting on (or just decided)."""
 
     approval_id: str
-    """The approval's nonce: its id and idempotency key."""
+    """The request's id: its first action's approval id."""
     token: str
-    """The signed approval token."""
+    """The signed request token."""
     expires_at: str
     """ISO 8601 expiry."""
     preview: str
-    """Server-rendered description of what will run."""
+    """Server-rendered description of what will run (every action's, numbered when several)."""
+    args_hash: NotRequired[str]
+    """The request's hash (:func:`nodes.propose.request_hash`) its token binds."""
+    actions: NotRequired[list[PendingAction]]
+    """Each action of the request, in order."""
     decision: NotRequired[Literal["approve", "edit", "reject", "expired", "invalid"]]
     """Set once decided."""
     message: NotRequired[str]
@@ -118,6 +179,21 @@ class RecentList(TypedDict):
     """The turn that produced it."""
     listed_at: str
     """When it was listed (ISO 8601); the newest list is what "the 2nd one" refers to."""
+
+
+def outcome_of(calls: list[CallRecord], *, waiting: bool = False) -> Outcome:
+    """The turn's outcome from its calls: a write that ran wins, then a pending approval, then a read;
+    otherwise what stopped the first call that did not run."""
+    if any(c["status"] == "ran" and c["writes"] for c in calls):
+        return "executed"
+    if waiting:
+        return "proposed"
+    if any(c["status"] == "ran" for c in calls):
+        return "read"
+    for c in calls:
+        if c["status"] in ("refused", "clarify", "failed", "rejected", "expired"):
+            return c["status"]
+    return "read" if calls else "reply"
 
 
 def turn_messages(left: list[AnyMessage] | None, right: Any) -> list[AnyMessage]:
@@ -185,20 +261,20 @@ class TurnState(TypedDict):
     """Id of the current turn (new for each human message)."""
     seq: NotRequired[int]
     """Sequence number of the last event emitted in this turn."""
-    plan: NotRequired[Plan | None]
-    """The current tool call (private: never an input)."""
+    plans: NotRequired[list[Plan]]
+    """The current step's calls still to run or decide (private: never an input)."""
     gate: NotRequired[Gate | None]
     """The server's decision for the current step (private)."""
     pending: NotRequired[Pending | None]
     """The approval this turn waits on (private)."""
-    result: NotRequired[ActionResult | None]
-    """The last tool result of this turn (private)."""
+    calls: NotRequired[list[CallRecord]]
+    """Every tool call of this turn and what became of it (private)."""
     outcome: NotRequired[Outcome]
     """What really happened, for the honesty gate."""
     reply: NotRequired[str]
     """The final reply text."""
     steps: NotRequired[int]
-    """Tool steps executed in this turn."""
+    """Model answers with tool calls in this turn (the step budget counts them)."""
     lists_run: NotRequired[list[str]]
     """List actions already run in this turn (each runs at most once)."""
     approval_request: NotRequired[ApprovalRequest | None]

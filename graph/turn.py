@@ -1,25 +1,30 @@
-"""The turn graph: picker → tier_gate → id_validation → propose → approval → execute → naturalize.
+"""The turn graph: an agent loop of governed steps.
 
-```
-START → picker ─┬─ call ──→ tier_gate ─┬─ carries ids ──→ id_validation ─┬─ read ──→ execute
-                │                      │                                 ├─ write ─→ propose
-                │                      │                                 └─ clarify → naturalize
-                │                      ├─ read without ids ───────────────────────→ execute
-                │                      ├─ write without ids ──────────────────────→ propose
-                │                      └─ refuse / clarify ───────────────────────→ naturalize
-                └─ reply / clarify ───────────────────────────────────────────────→ naturalize
-propose ─┬─ request built → approval ─┬─ approved (an edit re-checked) → execute
-         └─ preview failed → naturalize └─ rejected / expired / invalid → naturalize
-execute ─┬─ read, budget left → picker (next step)
-         ├─ read, budget spent → offer ─┬─ chat → propose (continue as a background run?)
-         │                              └─ otherwise → naturalize
-         └─ otherwise ────────→ naturalize → END
-```
+Each step is one model answer, which may hold several tool calls; each call passes the gates
+on its own, and one refused never blocks the others::
+
+    START → picker ─┬─ calls ─→ tier_gate ─→ id_validation (calls with ids) ─┐
+                    └─ text / clarify ─────────────────────────→ naturalize  │
+        ┌────────────────────────────────────────────────────────────────────┘
+        └→ execute (reads concurrently, approval-free writes in order)
+             └→ propose (one request listing every write that needs approval)
+                  └→ approval (interrupt; one decision per action) ─┬─ approved → execute
+                                                                    ├─ edited → propose (new preview)
+                                                                    └─ expired / invalid → naturalize
+        step done ─┬─ budget left → picker (it sees every result of the turn)
+                   ├─ budget spent → offer ─┬─ chat → propose (continue as a background run?)
+                   │                        └─ otherwise → naturalize
+                   └─ the offer decided → naturalize → END
+
+Refused, rejected and failed calls come back to the model as error tool messages. The loop
+ends when the model answers without a call, or when the step budget (model answers with
+calls) is spent.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Final, Literal
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -27,76 +32,106 @@ from langgraph.types import Checkpointer
 
 from graph.audit import audited
 from graph.services import Services, ServicesProvider
-from graph.state import Context, TurnInput, TurnOutput, TurnState
+from graph.state import Context, Plan, TurnInput, TurnOutput, TurnState
 from nodes.approval import make_approval
-from nodes.execute import make_execute
+from nodes.execute import make_execute, runnable
 from nodes.id_validation import make_id_validation
 from nodes.naturalize import make_naturalize
-from nodes.offer import make_offer
+from nodes.offer import OFFER_CALL_PREFIX, make_offer
 from nodes.picker import make_picker
 from nodes.propose import make_propose
 from nodes.tier_gate import make_tier_gate
 
-__all__ = ["NODES", "build_graph"]
+__all__ = ["EDGES", "NODES", "build_graph"]
 
 NODES = ("picker", "tier_gate", "id_validation", "propose", "approval", "execute", "naturalize")
 """The node names, in turn order."""
 
 
-async def _after_picker(state: TurnState) -> Literal["tier_gate", "naturalize"]:
-    return "tier_gate" if state.get("plan") is not None else "naturalize"
+_STEP_DONE: Final = ("picker", "offer", "naturalize")
+EDGES: Final[dict[str, tuple[str, ...]]] = {
+    "picker": ("tier_gate", "naturalize"),
+    "tier_gate": ("id_validation", "execute", "propose", *_STEP_DONE),
+    "id_validation": ("execute", "propose", *_STEP_DONE),
+    "execute": ("propose", *_STEP_DONE),
+    "propose": ("approval", *_STEP_DONE),
+    "approval": ("execute", "propose", *_STEP_DONE),
+    "offer": ("propose", "naturalize"),
+}
+"""Where each node may route to (the drawn graph has exactly these edges, plus START and END)."""
 
 
-async def _after_gate(state: TurnState) -> Literal["id_validation", "execute", "propose", "naturalize"]:
-    gate = state.get("gate") or {}
-    plan = state.get("plan")
-    verdict = gate.get("verdict")
-    if plan is None or verdict not in ("execute", "propose"):
-        return "naturalize"
-    # The gate hashes the final arguments of a call without ids (nothing to bind); all else binds ids.
-    if "args_hash" not in plan:
-        return "id_validation"
-    return "execute" if verdict == "execute" else "propose"
+def _plans(state: TurnState) -> list[Plan]:
+    return state.get("plans") or []
 
 
-async def _after_ids(state: TurnState) -> Literal["execute", "propose", "naturalize"]:
-    gate = state.get("gate") or {}
-    if state.get("plan") is None:
-        return "naturalize"
-    return "propose" if gate.get("verdict") == "propose" else "execute"
+def _ready(state: TurnState) -> bool:
+    return any(runnable(p) for p in _plans(state))
 
 
-async def _after_propose(state: TurnState) -> Literal["approval", "naturalize"]:
-    return "approval" if state.get("approval_request") is not None else "naturalize"
+def _proposals(state: TurnState) -> bool:
+    return any(p.get("verdict") == "propose" and "approval_id" not in p and "args_hash" in p for p in _plans(state))
 
 
-async def _after_approval(state: TurnState) -> Literal["execute", "naturalize"]:
-    gate = state.get("gate") or {}
-    return "execute" if gate.get("verdict") == "execute" and state.get("plan") is not None else "naturalize"
+def _make_next_step(budget: int) -> Callable[[TurnState], Literal["picker", "offer", "naturalize"]]:
+    """Where a step that has nothing left to run or decide goes: back to the picker while the
+    budget lasts, else the background offer; once the offer was decided, the reply."""
 
+    def next_step(state: TurnState) -> Literal["picker", "offer", "naturalize"]:
+        if any(c["call_id"].startswith(OFFER_CALL_PREFIX) for c in state.get("calls") or []):
+            return "naturalize"
+        return "picker" if state.get("steps", 0) < budget else "offer"
 
-async def _after_offer(state: TurnState) -> Literal["propose", "naturalize"]:
-    gate = state.get("gate") or {}
-    return "propose" if gate.get("verdict") == "propose" and state.get("plan") is not None else "naturalize"
+    return next_step
 
 
 # Routing functions are coroutines: LangGraph runs a plain function edge in a thread pool, a
 # thread hop per edge for a dictionary lookup.
-def _make_after_execute(budget: int) -> Any:
-    async def after_execute(state: TurnState) -> Literal["picker", "offer", "naturalize"]:
-        result = state.get("result")
-        if state.get("outcome") != "read" or result is None or result["kind"] == "write":
-            return "naturalize"
-        return "picker" if state.get("steps", 0) < budget else "offer"
+def _routes(budget: int) -> dict[str, Any]:
+    next_step = _make_next_step(budget)
 
-    return after_execute
+    async def after_picker(state: TurnState) -> Literal["tier_gate", "naturalize"]:
+        return "tier_gate" if _plans(state) else "naturalize"
+
+    async def after_gate(state: TurnState) -> str:
+        # The gate hashes the final arguments of a call without ids (nothing to bind); all else binds ids.
+        if any("args_hash" not in p for p in _plans(state)):
+            return "id_validation"
+        return after_ids_sync(state)
+
+    def after_ids_sync(state: TurnState) -> str:
+        if _ready(state):
+            return "execute"
+        return "propose" if _proposals(state) else next_step(state)
+
+    async def after_ids(state: TurnState) -> str:
+        return after_ids_sync(state)
+
+    async def after_execute(state: TurnState) -> str:
+        if (state.get("gate") or {}).get("verdict") == "refuse":
+            return "naturalize"  # a call ran without its authority: the turn ends
+        return "propose" if _proposals(state) else next_step(state)
+
+    async def after_propose(state: TurnState) -> str:
+        return "approval" if state.get("approval_request") is not None else next_step(state)
+
+    async def after_approval(state: TurnState) -> str:
+        if (state.get("gate") or {}).get("verdict") == "refuse":
+            return "naturalize"  # expired, or closed after invalid decisions: the turn ends
+        return after_ids_sync(state)
+
+    async def after_offer(state: TurnState) -> Literal["propose", "naturalize"]:
+        return "propose" if _proposals(state) else "naturalize"
+
+    return {"picker": after_picker, "tier_gate": after_gate, "id_validation": after_ids, "execute": after_execute,
+            "propose": after_propose, "approval": after_approval, "offer": after_offer}
 
 
 def build_graph(
     services: Services | ServicesProvider,
     *,
     checkpointer: Checkpointer = None,
-    step_budget: int = 3,
+    step_budget: int = 8,
 ) -> CompiledStateGraph[TurnState, Context, TurnInput, TurnOutput]:
     """Compile the turn graph over ``services`` (or a provider of them) and ``checkpointer``."""
     if isinstance(services, Services):
@@ -110,22 +145,17 @@ def build_graph(
         provider = services
 
     builder = StateGraph(TurnState, context_schema=Context, input_schema=TurnInput, output_schema=TurnOutput)
-    # Refusals of these three nodes are audited by the wrapper; the gate, propose and execute audit their own.
+    # The picker's refusals are audited by the wrapper; every other node audits its own, per call.
     builder.add_node("picker", audited("picker", make_picker(provider), provider))
     builder.add_node("tier_gate", make_tier_gate(provider))
-    builder.add_node("id_validation", audited("id_validation", make_id_validation(provider), provider))
+    builder.add_node("id_validation", make_id_validation(provider))
     builder.add_node("propose", make_propose(provider))
-    builder.add_node("approval", audited("approval", make_approval(provider), provider))
+    builder.add_node("approval", make_approval(provider))
     builder.add_node("execute", make_execute(provider))
     builder.add_node("naturalize", make_naturalize(provider))
     builder.add_node("offer", make_offer(provider))
     builder.add_edge(START, "picker")
-    builder.add_conditional_edges("picker", _after_picker)
-    builder.add_conditional_edges("tier_gate", _after_gate)
-    builder.add_conditional_edges("id_validation", _after_ids)
-    builder.add_conditional_edges("propose", _after_propose)
-    builder.add_conditional_edges("approval", _after_approval)
-    builder.add_conditional_edges("execute", _make_after_execute(step_budget))
-    builder.add_conditional_edges("offer", _after_offer)
+    for node, route in _routes(step_budget).items():
+        builder.add_conditional_edges(node, route, list(EDGES[node]))
     builder.add_edge("naturalize", END)
     return builder.compile(checkpointer=checkpointer, name="tollgate_turn")

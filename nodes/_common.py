@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
@@ -11,8 +12,9 @@ from graph.events import EventSink
 from graph.services import Services
 from graph.state import Context, Plan, TurnState
 from policies.approval import SealPurpose, seal_plan
+from policies.governance import GovernanceDecision
 
-__all__ = ["finalized", "seal", "sink_for", "thread_id_of"]
+__all__ = ["finalized", "refused_message", "runs_unasked", "seal", "sink_for", "thread_id_of"]
 
 
 def thread_id_of(config: RunnableConfig) -> str:
@@ -45,3 +47,18 @@ def seal(svc: Services, plan: Plan, ctx: Context, thread_id: str, turn_id: str, 
     mark = seal_plan(svc.key(), purpose=purpose, thread_id=thread_id, owner_id=ctx.owner_id, turn_id=turn_id,
                      call_id=plan["call_id"], tool=plan["tool"], action=plan["action"], args_hash=plan["args_hash"])
     return {**plan, "seal": mark}
+
+
+def refused_message(plan: Plan, code: str, message: str) -> ToolMessage:
+    """The error tool message that tells the model a call of its answer did not run, and why."""
+    return ToolMessage(content=f"Not run ({code}): {message}", tool_call_id=plan["call_id"], status="error")
+
+
+def runs_unasked(svc: Services, ctx: Context, tool: str, action: str, decision: GovernanceDecision) -> str | None:
+    """The deployment's approval rule that lets this proposed call run without asking, if any.
+
+    Only a call proposed for its tier qualifies: one DLP sent to approval always asks.
+    """
+    if decision.verdict != "propose" or decision.reason == "dlp_finding" or decision.args is None:
+        return None
+    return svc.approval_rules.runs_unasked(ctx.owner_id, tool, action, decision.args)

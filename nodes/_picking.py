@@ -9,6 +9,7 @@ import uuid
 from typing import Any, Final
 
 from langchain_core.messages import AIMessage
+from langchain_core.messages.tool import ToolCall
 
 from graph.state import Plan
 from nodes.menu import Menu
@@ -17,7 +18,7 @@ from policies.counts import clamp_count, explicit_count
 from policies.storable import MAX_DEPTH, depth_of, storable
 from tools.registry import ActionSpec, Registry
 
-__all__ = ["decode_call", "is_capability_question", "message_text", "single_call", "storable_answer", "usage_record"]
+__all__ = ["decode_call", "is_capability_question", "message_text", "normalized_calls", "storable_answer", "usage_record"]
 
 _CAPABILITY: Final = re.compile(
     r"^\s*(?:what\s+(?:can|could)\s+you\s+(?:do|help(?:\s+me)?\s+with)|help|what\s+are\s+your\s+(?:capabilities|skills|features)"
@@ -63,13 +64,12 @@ def _apply_count(action: ActionSpec, args: dict[str, Any], request: str) -> dict
     return args | {"limit": clamp_count(count, lo, hi)}
 
 
-def decode_call(registry: Registry, menu: Menu, message: AIMessage, request: str) -> tuple[Plan | None, list[str]]:
-    """Strictly decode the first tool call into a plan, or return the violations.
+def decode_call(registry: Registry, menu: Menu, call: ToolCall, request: str) -> tuple[Plan | None, list[str]]:
+    """Strictly decode one tool call into a plan, or return the violations.
 
     A registered function outside the menu is refused as not offered, except operator-only
     and blocklisted ones, which decode so the tier gate refuses them with its own reason.
     """
-    call = message.tool_calls[0]
     name = call.get("name") or ""
     found = registry.lookup(name)
     if found is None:
@@ -90,11 +90,36 @@ def decode_call(registry: Registry, menu: Menu, message: AIMessage, request: str
     return plan, []
 
 
-def single_call(message: AIMessage) -> AIMessage:
-    """Keep only the first tool call, so the turn's history stays a valid tool-call exchange."""
-    if len(message.tool_calls) <= 1:
-        return message
-    return message.model_copy(update={"tool_calls": message.tool_calls[:1], "invalid_tool_calls": []})
+INVALID_JSON: Final = "the arguments were not valid JSON"
+
+
+def normalized_calls(message: AIMessage) -> tuple[AIMessage, dict[str, list[str]]]:
+    """The answer with every call, valid or not, as a tool call with a unique id, and the calls
+    already known to be invalid (their id -> violations).
+
+    A call whose arguments did not parse becomes a call with no arguments (so each call of the
+    answer gets its tool message and the exchange stays valid), and so does a call without an id
+    or with one another call of the answer already uses.
+    """
+    calls: list[ToolCall] = []
+    bad: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    raw = [(c, False) for c in message.tool_calls] + [
+        ({"name": str(c.get("name") or "unknown"), "args": {}, "id": c.get("id"), "type": "tool_call"}, True)
+        for c in message.invalid_tool_calls
+    ]
+    for call, invalid in raw:
+        call_id = str(call.get("id") or "")
+        if not call_id or call_id in seen:
+            call_id = f"call_{uuid.uuid4().hex[:12]}"
+        seen.add(call_id)
+        calls.append(ToolCall(name=str(call.get("name") or "unknown"), args=call.get("args") or {}, id=call_id,
+                              type="tool_call"))
+        if invalid:
+            bad[call_id] = [INVALID_JSON]
+    if calls == message.tool_calls and not message.invalid_tool_calls:
+        return message, bad
+    return message.model_copy(update={"tool_calls": calls, "invalid_tool_calls": []}), bad
 
 
 def storable_answer(message: AIMessage) -> tuple[AIMessage, bool]:

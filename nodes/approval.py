@@ -1,14 +1,19 @@
 """The approval interrupt: wait for a person, then check their decision before anything runs.
 
-Nothing before ``interrupt()`` has side effects, so re-running the node on resume is safe. The
-resume value must carry the token of *this* pending request; the signature, expiry, caller
-(owner from the run context), thread, nonce and args hash are all checked
-(:func:`check_decision`, which the runner also applies before it resumes, so a bad resume is
-refused with a typed error and never reaches the graph). A decision that fails its checks
-leaves the request pending: the node asks again (a fresh ``interrupt()``), up to
-:data:`_MAX_REFUSED` times. An edit goes back through decoding, the gate's bounds and id
-validation, and is sealed anew. The decision is recorded in the approvals table
-(:mod:`graph.approvals`) before execute may run it; an expired request resolves honestly.
+One request lists every action of the step that needs approval. Nothing before
+``interrupt()`` has side effects, so re-running the node on resume is safe. The resume value
+must carry the token of *this* pending request and one decision per action, in order; the
+signature, expiry, caller (owner from the run context), thread, nonce, request hash, count and
+each action's allowed decisions are all checked (:func:`check_decision`, which the runner also
+applies before it resumes, so a bad resume is refused with a typed error and never reaches the
+graph). A resume that fails any check leaves the whole request pending: the node asks again (a
+fresh ``interrupt()``), up to :data:`_MAX_REFUSED` times.
+
+Each decision is recorded on its action's row (:mod:`graph.approvals`) before execute may run
+it. Approved calls run; rejected ones come back to the model as error tool messages, and the
+loop goes on. An edit goes back through decoding, the gate's bounds and id validation, and is
+sealed anew; it is shown again as a new preview (a new approval) unless the decision asks to
+run it (``run``). An expired request resolves honestly and ends the turn.
 """
 
 from __future__ import annotations
@@ -17,23 +22,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from graph import approvals
+from graph.audit import AuditRecord, append_audit
 from graph.services import Services, ServicesProvider
-from graph.state import Context, Gate, Pending, Plan, TurnState
-from nodes._common import seal, sink_for, thread_id_of
+from graph.state import CallRecord, Context, Gate, Pending, PendingAction, Plan, TurnState, outcome_of
+from nodes._common import refused_message, seal, sink_for, thread_id_of
 from nodes.id_validation import bind_plan_ids
 from policies.approval import args_hash, check_binding, read_token
 from policies.arguments import validate_args
 from policies.errors import ApprovalExpired, ApprovalInvalid, ErrorCode, InvalidArgs, OffListId, TollgateError
-from policies.hitl import EditDecision, RejectDecision, parse_resume
+from policies.hitl import ApprovalRequest, EditDecision, RejectDecision, parse_resume
 from policies.tiers import classify_tier
 from tools.registry import function_name
 
-__all__ = ["Decided", "check_decision", "make_approval"]
+__all__ = ["Decided", "allowed_of", "check_decision", "make_approval", "waiting_actions"]
 
 _MAX_REFUSED: Final = 5
 """Refused resumes a request survives in one node before it is closed as rejected."""
@@ -41,56 +48,101 @@ _MAX_REFUSED: Final = 5
 
 @dataclass(frozen=True, slots=True)
 class Decided:
-    """A decision that passed every check."""
+    """A decision on one action that passed every check."""
 
     kind: Literal["approve", "edit", "reject", "expired"]
     """What the person decided (``expired``: the request ran out before they did)."""
     args: dict[str, Any] | None = None
-    """For ``approve`` and ``edit``: the exact arguments that may run."""
+    """For ``approve`` and ``edit``: the exact arguments that may run (or be shown again)."""
     message: str = ""
     """For ``reject``: the person's reason."""
+    run: bool = True
+    """For ``edit``: run the edited call now (``False``: show its new preview for approval first)."""
+
+
+def waiting_actions(plans: list[Plan], pending: Pending) -> list[tuple[PendingAction, Plan]]:
+    """The request's actions, in order, each with the call it would run; raises ``ApprovalInvalid``
+    when the state no longer holds a call of the request."""
+    by_call = {p["call_id"]: p for p in plans}
+    actions = pending.get("actions")
+    if not actions:  # a request of one action saved before requests could list several
+        if len(plans) != 1:
+            raise ApprovalInvalid("the request's call is no longer waiting")
+        plan = plans[0]
+        actions = [PendingAction(approval_id=pending["approval_id"], call_id=plan["call_id"], tool=plan["tool"],
+                                 action=plan["action"], args_hash=plan["args_hash"], preview=pending["preview"])]
+    out = []
+    for action in actions:
+        plan = by_call.get(action["call_id"])
+        if plan is None or plan.get("args_hash") != action["args_hash"]:
+            raise ApprovalInvalid("the request's calls are no longer waiting")
+        out.append((action, plan))
+    return out
 
 
 def check_decision(
-    svc: Services, ctx: Context, thread_id: str, plan: Plan, pending: Pending, thread: Mapping[str, Any], value: object
-) -> Decided:
-    """Check a resume ``value`` against the pending request; raise a typed error to refuse it.
+    svc: Services, ctx: Context, thread_id: str, plans: list[Plan], pending: Pending, thread: Mapping[str, Any],
+    value: object, allowed: list[list[str]] | None = None,
+) -> list[Decided]:
+    """Check a resume ``value`` against the pending request; one :class:`Decided` per action, in order.
 
-    Refusals (the request then stays pending): :class:`ApprovalInvalid` for a malformed value,
-    a wrong count, a foreign or tampered token or an edit of another action;
-    :class:`InvalidArgs` for edited arguments that break the schema or the tier;
-    :class:`OffListId` for an edit naming an item the server never listed.
+    Refusals raise a typed error, and the request then stays pending: :class:`ApprovalInvalid`
+    for a malformed value, a count of decisions other than the request's actions, a foreign or
+    tampered token, a decision the action's review config does not allow (``allowed``, per
+    action) or an edit of another action; :class:`InvalidArgs` for edited arguments that break
+    the schema or the tier; :class:`OffListId` for an edit naming an item the server never listed.
     """
     resume = parse_resume(value)
+    actions = waiting_actions(plans, pending)
     try:
         claims = read_token(resume.token, svc.key(), now=svc.clock())
     except ApprovalExpired:
         claims = None
+    first = actions[0][0]
     if claims is not None:
-        check_binding(claims, thread_id=thread_id, owner_id=ctx.owner_id, tool=plan["tool"], action=plan["action"],
-                      hash_=plan["args_hash"], nonce=pending["approval_id"])
+        check_binding(claims, thread_id=thread_id, owner_id=ctx.owner_id, tool=first["tool"], action=first["action"],
+                      hash_=pending.get("args_hash", first["args_hash"]), nonce=pending["approval_id"])
     elif resume.token != pending["token"]:
         raise ApprovalInvalid("token is not for the pending approval")
-    decision = resume.decisions[0]
+    if len(resume.decisions) != len(actions):
+        raise ApprovalInvalid(f"the request lists {len(actions)} action(s): send one decision for each, in order")
     if claims is None:
-        return Decided("expired")
+        return [Decided("expired") for _ in actions]
+    out: list[Decided] = []
+    for index, ((_, plan), decision) in enumerate(zip(actions, resume.decisions, strict=True)):
+        name = function_name(plan["tool"], plan["action"])
+        if allowed is not None and index < len(allowed) and decision.type not in allowed[index]:
+            raise ApprovalInvalid(f"{name} allows only {', '.join(allowed[index])}")
+        out.append(_checked(svc, plan, thread, decision))
+    return out
+
+
+def _checked(svc: Services, plan: Plan, thread: Mapping[str, Any], decision: Any) -> Decided:
     if isinstance(decision, RejectDecision):
         return Decided("reject", message=decision.message or "")
     if not isinstance(decision, EditDecision):
         return Decided("approve", args=plan["args"])
-    if decision.edited_action.name != function_name(plan["tool"], plan["action"]):
+    name = function_name(plan["tool"], plan["action"])
+    if decision.edited_action.name != name:
         raise ApprovalInvalid("an edit can change the details of the action, not the action")
     spec = svc.registry.action(plan["tool"], plan["action"])
     if spec is None or classify_tier(plan["tool"], plan["action"], svc.registry.tier_map(), spec.effect).run != "propose":
-        raise InvalidArgs(function_name(plan["tool"], plan["action"]), ["the action can no longer be edited"])
+        raise InvalidArgs(name, ["the action can no longer be edited"])
     checked = validate_args(spec.args, decision.edited_action.args)
     if checked.value is None:
-        raise InvalidArgs(function_name(plan["tool"], plan["action"]), list(checked.violations))
+        raise InvalidArgs(name, list(checked.violations))
     args = checked.value.model_dump(mode="json", exclude_none=True)
     bound, failure, kind = bind_plan_ids(svc.registry, spec, args, thread)
     if failure is not None:
         raise OffListId(kind, failure.refusal or "not_returned")
-    return Decided("edit", args=bound)
+    return Decided("edit", args=bound, run=decision.run)
+
+
+def allowed_of(request: ApprovalRequest | None) -> list[list[str]] | None:
+    """The decisions each action of ``request`` allows, in order."""
+    if request is None:
+        return None
+    return [list(c["allowed_decisions"]) for c in request["review_configs"]]
 
 
 def make_approval(provider: ServicesProvider) -> Any:
@@ -98,64 +150,114 @@ def make_approval(provider: ServicesProvider) -> Any:
 
     async def approval(state: TurnState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
         request = state.get("approval_request")
-        plan = state.get("plan")
+        plans = state.get("plans") or []
         pending = state.get("pending")
-        if request is None or plan is None or pending is None:
+        if request is None or not plans or pending is None:
             return {}
         svc = await provider()
         ctx = runtime.context
         thread_id = thread_id_of(config)
-        decided: Decided | None = None
+        turn_id = state.get("turn_id", "")
+        decided: list[Decided] | None = None
         for _ in range(_MAX_REFUSED + 1):
             value = interrupt(request)
             try:
-                decided = check_decision(svc, ctx, thread_id, plan, pending, state, value)
+                decided = check_decision(svc, ctx, thread_id, plans, pending, state, value, allowed_of(request))
                 break
             except TollgateError:
                 continue  # the request stays pending: ask again
         sink = sink_for(state, runtime)
+        actions = waiting_actions(plans, pending)
+        calls = list(state.get("calls") or [])
+        messages: list[ToolMessage] = []
 
-        def closed(decision: Literal["expired", "invalid", "reject"], code: ErrorCode | None, reason: str,
-                   message: str, outcome: Any) -> dict[str, Any]:
-            sink.emit("approval_decided", approval_id=pending["approval_id"], decision=decision,
-                      **({"code": code} if code else {}))
+        async def audit(action: PendingAction, decision: str, reason: str, code: str = "", digest: str = "",
+                        detail: dict[str, Any] | None = None) -> None:
+            await append_audit(svc.db.pool, AuditRecord(
+                owner_id=ctx.owner_id, stage="approval", decision=decision, reason=reason, code=code,
+                tool=action["tool"], action=action["action"], args_hash=digest or action["args_hash"],
+                thread_id=thread_id, turn_id=turn_id, mode=svc.settings.governance_mode, detail=detail or {},
+            ), now=svc.clock())
+
+        def closed_all(decision: Literal["expired", "invalid"], code: ErrorCode, reason: str, message: str,
+                       status: Literal["expired", "refused"]) -> dict[str, Any]:
+            for action, plan in actions:
+                sink.emit("approval_decided", approval_id=action["approval_id"], decision=decision, code=code)
+                calls.append(CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
+                                        status=status, writes=True, code=code, message=message))
+                messages.append(refused_message(plan, code, message))
             return {
-                "seq": sink.seq,
-                "plan": None,
-                "approval_request": None,
-                "pending": pending | {"decision": decision, **({"message": message} if decision == "reject" else {})},
-                "outcome": outcome,
-                "gate": Gate(verdict="refuse", reason=reason, **({"code": code} if code else {}), message=message),
+                "seq": sink.seq, "plans": [], "approval_request": None, "calls": calls, "messages": messages,
+                "pending": pending | {"decision": decision}, "outcome": outcome_of(calls),
+                "gate": Gate(verdict="refuse", reason=reason, code=code, message=message),
             }
 
         if decided is None:  # every decision refused: close it rather than ask forever
-            await approvals.decide(svc.db.pool, pending["approval_id"], thread_id, "reject")
-            return closed("invalid", "approval_invalid", "too_many_refusals",
-                          "That approval kept receiving invalid decisions, so I closed it; nothing ran.", "refused")
-        if decided.kind == "expired":
-            await approvals.close(svc.db.pool, pending["approval_id"], thread_id, "expired", "approval_expired")
+            for action, _ in actions:
+                await approvals.decide(svc.db.pool, action["approval_id"], thread_id, "reject")
+                await audit(action, "invalid", "too_many_refusals", "approval_invalid")
+            return closed_all("invalid", "approval_invalid", "too_many_refusals",
+                              "That approval kept receiving invalid decisions, so I closed it; nothing ran.", "refused")
+        if decided[0].kind == "expired":
+            for action, _ in actions:
+                await approvals.close(svc.db.pool, action["approval_id"], thread_id, "expired", "approval_expired")
+                await audit(action, "expired", "expired", "approval_expired")
             what = f"{pending['preview'][:1].lower()}{pending['preview'][1:]}"
-            return closed("expired", "approval_expired", "expired",
-                          f"That approval expired, so I did not {what}. Nothing was changed.", "expired")
-        if decided.kind == "reject":
-            await approvals.decide(svc.db.pool, pending["approval_id"], thread_id, "reject")
-            note = f" You said: “{decided.message}”" if decided.message else ""
-            return closed("reject", None, "rejected", f"OK, I won't do that; nothing was changed.{note}", "rejected")
-        assert decided.args is not None
-        digest = args_hash(decided.args)
-        if not await approvals.decide(svc.db.pool, pending["approval_id"], thread_id, decided.kind, digest):
-            return closed("invalid", "approval_invalid", "not_pending",
-                          "That approval is no longer pending (it expired or was replaced), so nothing ran.", "refused")
-        sink.emit("approval_decided", approval_id=pending["approval_id"], decision=decided.kind)
-        update: dict[str, Any] = {
+            return closed_all("expired", "approval_expired", "expired",
+                              f"That approval expired, so I did not {what}. Nothing was changed.", "expired")
+        kept: list[Plan] = []
+        waiting_ids = {plan["call_id"] for _, plan in actions}
+        for (action, plan), choice in zip(actions, decided, strict=True):
+            approval_id = action["approval_id"]
+            if choice.kind == "reject":
+                await approvals.decide(svc.db.pool, approval_id, thread_id, "reject")
+                await audit(action, "reject", "rejected")
+                sink.emit("approval_decided", approval_id=approval_id, decision="reject")
+                note = f" You said: “{choice.message}”" if choice.message else ""
+                message = f"OK, I won't do that; nothing was changed.{note}"
+                calls.append(CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
+                                        status="rejected", writes=True, code="rejected", message=message))
+                messages.append(refused_message(plan, "rejected", "the person reviewing it rejected it; nothing ran."
+                                                + (f" Their reason: {choice.message}" if choice.message else "")))
+                continue
+            assert choice.args is not None
+            digest = args_hash(choice.args)
+            if choice.kind == "edit" and not choice.run:
+                # The edited call is shown again as a new preview; this request's action is closed.
+                await approvals.close(svc.db.pool, approval_id, thread_id, "superseded", "edited")
+                await audit(action, "edit", "edited_for_review", digest=digest, detail={"edited": True})
+                sink.emit("approval_decided", approval_id=approval_id, decision="edit")
+                revised: Plan = {**plan, "args": choice.args, "args_hash": digest,  # type: ignore[typeddict-item]
+                                 "revision": plan.get("revision", 0) + 1, "proposed_at": int(svc.clock().timestamp())}
+                kept.append(seal(svc, revised, ctx, thread_id, turn_id, purpose="gate"))
+                continue
+            if not await approvals.decide(svc.db.pool, approval_id, thread_id, choice.kind, digest):
+                await audit(action, "invalid", "not_pending", "approval_invalid")
+                sink.emit("approval_decided", approval_id=approval_id, decision="invalid", code="approval_invalid")
+                message = "That approval is no longer pending (it expired or was replaced), so nothing ran."
+                calls.append(CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
+                                        status="refused", writes=True, code="approval_invalid", message=message))
+                messages.append(refused_message(plan, "approval_invalid", message))
+                continue
+            edited = choice.kind == "edit"
+            await audit(action, choice.kind, "edited" if edited else "approved", digest=digest,
+                        detail={"edited": True} if edited else None)
+            sink.emit("approval_decided", approval_id=approval_id, decision=choice.kind)
+            approved: Plan = {**plan, "approval_id": approval_id}  # type: ignore[typeddict-item]
+            if edited:
+                approved = seal(svc, {**approved, "args": choice.args, "args_hash": digest, "edited": True},  # type: ignore[typeddict-item]
+                                ctx, thread_id, turn_id, purpose="gate")
+            kept.append(approved)
+        others = [p for p in plans if p["call_id"] not in waiting_ids]
+        return {
             "seq": sink.seq,
             "approval_request": None,
-            "pending": pending | {"decision": decided.kind},
-            "gate": Gate(verdict="execute", reason="edited" if decided.kind == "edit" else "approved"),
+            "pending": pending | {"decision": decided[0].kind},
+            "plans": others + kept,
+            "calls": calls,
+            "messages": messages,
+            "outcome": outcome_of(calls),
+            "gate": None,
         }
-        if decided.kind == "edit":
-            edited: Plan = {**plan, "args": decided.args, "args_hash": digest}  # type: ignore[typeddict-item]
-            update["plan"] = seal(svc, edited, ctx, thread_id, state.get("turn_id", ""), purpose="gate")
-        return update
 
     return approval

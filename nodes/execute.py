@@ -21,7 +21,7 @@ of their kind, and the ids a result returns (rows, a read or created item) becom
 
 from __future__ import annotations
 
-import json
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -38,8 +38,9 @@ from graph import approvals, effects, leases
 from graph.audit import AuditRecord, append_audit
 from graph.perimeter import governance_policy
 from graph.services import Services, ServicesProvider
-from graph.state import Context, Gate, Plan, RecentList, TurnState
-from nodes._common import sink_for, thread_id_of
+from graph.events import EventSink
+from graph.state import CallRecord, Context, Gate, Plan, RecentList, TurnState, outcome_of
+from nodes._common import refused_message, runs_unasked, sink_for, thread_id_of
 from nodes.id_validation import bind_plan_ids, refusal_message
 from policies.approval import verify_seal
 from policies.arguments import load_args
@@ -69,13 +70,6 @@ class _NoApproval(PermissionDenied):
 
     def __init__(self, action: str) -> None:
         super().__init__(action, "no decided approval for these exact arguments")
-
-
-def _approval_of(state: TurnState) -> str | None:
-    pending = state.get("pending")
-    if pending is not None and pending.get("decision") in ("approve", "edit"):
-        return pending["approval_id"]
-    return None
 
 
 async def _call(spec: ActionSpec, plan: Plan, exec_ctx: ExecContext, args: Any) -> ActionResult:
@@ -304,107 +298,174 @@ def _authority(
                                   args_hash=check.args_hash), ""
     if check.verdict in ("refuse", "clarify"):
         return None, check.reason
+    rule = runs_unasked(svc, ctx, plan["tool"], plan["action"], check)
+    if rule is not None and plan.get("policy_rule") == rule and "approval_id" not in plan:
+        # The deployment's rule lets this exact call run unasked (the gate audited which rule).
+        return GovernanceDecision("execute", f"approval_rule:{rule}"[:200], check.tier, mode=check.mode,
+                                  args=check.args, args_hash=check.args_hash), ""
     return check, ""
 
 
+def _may_run(
+    svc: Services, spec: ActionSpec | None, ctx: Context, thread_id: str, state: TurnState, plan: Plan
+) -> tuple[GovernanceDecision | None, str]:
+    """(the decision to run ``plan`` under, ``""``) or (``None``, why it may not run now)."""
+    if spec is None:
+        return None, "unknown_action"
+    check, refused = _authority(svc, spec, ctx, thread_id, state, plan)
+    approval = plan.get("approval_id")
+    if check is not None and check.verdict == "propose" and approval is None:
+        return None, "no_approval"
+    if check is not None and approval is not None and plan.get("edited") and check.dlp and check.mode == "enforce":
+        # Edited arguments get the same DLP checks as the model's; a finding the reviewer was
+        # never warned about refuses the edit instead of running it.
+        return None, "edit_dlp_finding"
+    return check, refused
+
+
+def _refusal(plan: Plan, writes: bool, code: str, message: str, status: str = "refused") -> tuple[CallRecord, ToolMessage]:
+    record = CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"], status=status,  # type: ignore[typeddict-item]
+                        writes=writes, code=code, message=message)
+    return record, refused_message(plan, code, message)
+
+
+async def _execute_one(
+    svc: Services, ctx: Context, config: RunnableConfig, state: TurnState, plan: Plan, sink: EventSink
+) -> tuple[CallRecord, ToolMessage]:
+    """Run one call of the step under its own authority; its record and its tool message."""
+    thread_id = thread_id_of(config)
+    spec = svc.registry.action(plan["tool"], plan["action"])
+    check, refused = _may_run(svc, spec, ctx, thread_id, state, plan)
+    approval = plan.get("approval_id")
+    writes = spec is not None and spec.writes
+    if check is None or spec is None:
+        code = "egress_denied" if refused in ("edit_dlp_finding", "dlp_finding") else "permission_denied"
+        await _audit(svc, ctx, config, state, plan, "refuse", refused, code)
+        if approval is not None:
+            await approvals.fail(svc.db.pool, approval, code, f"refused at execution ({refused})")
+        sink.emit("error", code=code, reason=refused)
+        return _refusal(plan, writes, code,
+                        "I couldn't confirm that this was allowed to run, so nothing ran." if code == "permission_denied"
+                        else "The edited details contain something I won't send (it looks like a secret or a "
+                             "blocked address), so nothing ran.")
+    needs_approval = check.verdict == "propose"
+    if spec.writes and not needs_approval:
+        # The approval-free write re-checks its ids against the thread's right before writing.
+        _, failure, kind = bind_plan_ids(svc.registry, spec, plan["args"], state)
+        if failure is not None:
+            sink.emit("error", code="off_list_id", reason="recheck_failed", kind=kind)
+            await _audit(svc, ctx, config, state, plan, "clarify", "recheck_failed", "off_list_id")
+            return _refusal(plan, True, "off_list_id", refusal_message(failure.refusal or "not_returned", kind),
+                            status="clarify")
+    key: str | None = None
+    if spec.writes or needs_approval:
+        key = approval if needs_approval else f"{thread_id}:{state.get('turn_id', '')}:{plan['call_id']}"
+    sink.emit("tool_start", call_id=plan["call_id"], tool=plan["tool"], action=plan["action"])
+    try:
+        result, replayed, sanitized = await _run(svc, spec, ctx, plan, thread_id, key,
+                                                 approval if needs_approval else None)
+    except leases.LeaseLost:
+        raise  # this turn lost its thread: it may not write, not even its failure
+    except TollgateError as error:
+        sink.emit("tool_end", call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
+                  status="error", code=error.code,
+                  **({"reason": error.reason} if isinstance(error, EgressDenied) else {}))
+        reason = error.reason if isinstance(error, (EgressDenied, PermissionDenied, OutcomeUnknown)) else "execution_failed"
+        if needs_approval and approval is not None:
+            await approvals.fail(svc.db.pool, approval, error.code, error.message)
+        await _audit(svc, ctx, config, state, plan, "failed", reason[:200], error.code)
+        record = CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"], status="failed",
+                            writes=spec.writes, code=error.code, message=error.message)
+        return record, _tool_message(plan, None, error)
+    sink.emit("tool_end", call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
+              status="ok", summary=result["summary"], replayed=replayed,
+              **({"sanitized": True} if sanitized else {}))
+    record = CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"], status="ran",
+                        writes=spec.writes, result=result)
+    return record, _tool_message(plan, result, None)
+
+
+def runnable(plan: Plan) -> bool:
+    """Whether execute runs ``plan`` now: the gate let it run, or a person approved it."""
+    return "approval_id" in plan or plan.get("verdict") == "execute"
+
+
 def make_execute(provider: ServicesProvider) -> Any:
-    """Build the execute node."""
+    """Build the execute node: runs every call of the step that may run now.
+
+    Reads run concurrently (they are independent by construction: the model issued them in one
+    answer); writes run one after another, in the model's order. Calls waiting for approval stay.
+    """
 
     async def execute(state: TurnState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
         svc = await provider()
-        plan = state.get("plan")
-        if plan is None:
-            return {}
+        plans = state.get("plans") or []
+        ready = [p for p in plans if runnable(p)]
         ctx = runtime.context
-        thread_id = thread_id_of(config)
         sink = sink_for(state, runtime)
-        spec = svc.registry.action(plan["tool"], plan["action"])
-        check, refused = _authority(svc, spec, ctx, thread_id, state, plan) if spec is not None else (None, "unknown_action")
-        approval = _approval_of(state)
-        if check is not None and check.verdict == "propose" and approval is None:
-            check, refused = None, "no_approval"
-        if check is not None and approval is not None and (state.get("pending") or {}).get("decision") == "edit" and (
-                check.dlp and check.mode == "enforce"):
-            # Edited arguments get the same DLP checks as the model's; a finding the reviewer was
-            # never warned about refuses the edit instead of running it.
-            check, refused = None, "edit_dlp_finding"
-        if check is None or spec is None:
-            code = "egress_denied" if refused in ("edit_dlp_finding", "dlp_finding") else "permission_denied"
-            await _audit(svc, ctx, config, state, plan, "refuse", refused, code)
-            if approval is not None:
-                await approvals.fail(svc.db.pool, approval, code, f"refused at execution ({refused})")
-            sink.emit("error", code=code, reason=refused)
-            return {
-                "seq": sink.seq,
-                "plan": None,
-                "outcome": "refused",
-                "gate": Gate(verdict="refuse", reason=refused, code=code,
-                             message="I couldn't confirm that this was allowed to run, so nothing ran."
-                             if code == "permission_denied" else
-                             "The edited details contain something I won't send (it looks like a secret "
-                             "or a blocked address), so nothing ran."),
-            }
-        needs_approval = check.verdict == "propose"
-        if spec.writes and not needs_approval:
-            # The approval-free write re-checks its ids against the thread's right before writing.
-            _, failure, kind = bind_plan_ids(svc.registry, spec, plan["args"], state)
-            if failure is not None:
-                sink.emit("error", code="off_list_id", reason="recheck_failed", kind=kind)
-                await _audit(svc, ctx, config, state, plan, "clarify", "recheck_failed", "off_list_id")
-                return {
-                    "seq": sink.seq,
-                    "plan": None,
-                    "outcome": "clarify",
-                    "gate": Gate(verdict="clarify", reason="recheck_failed", code="off_list_id",
-                                 message=refusal_message(failure.refusal or "not_returned", kind)),
-                }
-        key: str | None = None
-        if spec.writes or needs_approval:
-            key = approval if needs_approval else f"{thread_id}:{state.get('turn_id', '')}:{plan['call_id']}"
-        sink.emit("tool_start", call_id=plan["call_id"], tool=plan["tool"], action=plan["action"])
-        result: ActionResult | None = None
-        error: TollgateError | None = None
-        replayed = sanitized = False
-        try:
-            result, replayed, sanitized = await _run(svc, spec, ctx, plan, thread_id, key, approval if needs_approval else None)
-        except leases.LeaseLost:
-            raise  # this turn lost its thread: it may not write, not even its failure
-        except TollgateError as exc:
-            error = exc
+        if not ready:
+            # Only a route from outside the graph (``Command(goto="execute")``) gets here with calls
+            # still waiting for their approval: they stay waiting, and the attempt is audited.
+            for plan in plans:
+                spec = svc.registry.action(plan["tool"], plan["action"])
+                _, refused = _may_run(svc, spec, ctx, thread_id_of(config), state, plan)
+                await _audit(svc, ctx, config, state, plan, "refuse", refused or "no_approval", "permission_denied")
+                sink.emit("error", code="permission_denied", reason=refused or "no_approval")
+            if not plans:
+                return {}
+            if any(p.get("verdict") == "propose" for p in plans):
+                return {"seq": sink.seq}  # they go on waiting for their approval
+            return {"seq": sink.seq, "plans": [], "gate": Gate(
+                verdict="refuse", reason="no_authority", code="permission_denied",
+                message="I couldn't confirm that this was allowed to run, so nothing ran.")}
+
+        def writes(plan: Plan) -> bool:
+            spec = svc.registry.action(plan["tool"], plan["action"])
+            return spec is None or spec.writes
+
+        reads = [p for p in ready if not writes(p)]
+        outcomes: dict[str, tuple[CallRecord, ToolMessage]] = {}
+        if reads:
+            done = await asyncio.gather(*(_execute_one(svc, ctx, config, state, p, sink) for p in reads))
+            outcomes.update({p["call_id"]: r for p, r in zip(reads, done, strict=True)})
+        for plan in ready:
+            if plan["call_id"] not in outcomes:
+                outcomes[plan["call_id"]] = await _execute_one(svc, ctx, config, state, plan, sink)
+        records = [outcomes[p["call_id"]][0] for p in ready]
         update: dict[str, Any] = {}
-        if error is not None:
-            sink.emit("tool_end", call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
-                      status="error", code=error.code,
-                      **({"reason": error.reason} if isinstance(error, EgressDenied) else {}))
-            update |= {"outcome": "failed", "gate": Gate(verdict="refuse", reason="execution_failed",
-                                                          code=error.code, message=error.message)}
-            reason = error.reason if isinstance(error, (EgressDenied, PermissionDenied, OutcomeUnknown)) else "execution_failed"
-            if needs_approval and approval is not None:
-                await approvals.fail(svc.db.pool, approval, error.code, error.message)
-            await _audit(svc, ctx, config, state, plan, "failed", reason[:200], error.code)
-        else:
-            assert result is not None
-            sink.emit("tool_end", call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
-                      status="ok", summary=result["summary"], replayed=replayed,
-                      **({"sanitized": True} if sanitized else {}))
-            update["outcome"] = "executed" if spec.writes else "read"
-            if result["kind"] == "list" and "list_kind" in result:
-                update["recent"] = {
-                    result["list_kind"]: RecentList(
-                        rows=list(result.get("rows", [])),
-                        turn_id=state.get("turn_id", ""),
-                        listed_at=svc.clock().isoformat(),
-                    )
-                }
-                update["lists_run"] = [*(state.get("lists_run") or []), f"{plan['tool']}.list"]
-            returned = returned_ids(result)
-            if returned:
-                update["known"] = returned
+        recent: dict[str, RecentList] = {}
+        known: dict[str, list[str]] = {}
+        lists_run = list(state.get("lists_run") or [])
+        for record in records:
+            result = record.get("result")
+            if result is None:
+                continue
+            if record["writes"]:
+                lists_run = []  # a write changes what a list shows: the next list runs again
+            elif result["kind"] == "list" and "list_kind" in result:
+                recent[result["list_kind"]] = RecentList(
+                    rows=list(result.get("rows", [])), turn_id=state.get("turn_id", ""),
+                    listed_at=svc.clock().isoformat())
+                lists_run.append(f"{result['tool']}.list")
+            for kind, ids in returned_ids(result).items():
+                known.setdefault(kind, []).extend(ids)
+        if recent:
+            update["recent"] = recent
+        if known:
+            update["known"] = known
+        calls = [*(state.get("calls") or []), *records]
+        if any(r["status"] == "refused" and r.get("code") == "permission_denied" for r in records):
+            # A call without its authority came from outside the graph's own routing (a forged
+            # plan, a route past its approval): the turn ends here instead of asking the model on.
+            update["gate"] = Gate(verdict="refuse", reason="no_authority", code="permission_denied",
+                                  message="I couldn't confirm that this was allowed to run, so nothing ran.")
         return update | {
             "seq": sink.seq,
-            "result": result,
-            "steps": state.get("steps", 0) + 1,
-            "messages": [_tool_message(plan, result, error)],
+            "plans": [p for p in plans if not runnable(p)],
+            "calls": calls,
+            "lists_run": lists_run,
+            "outcome": outcome_of(calls),
+            "messages": [outcomes[p["call_id"]][1] for p in ready],
         }
 
     return execute

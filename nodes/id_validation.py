@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from graph.audit import AuditRecord, append_audit
 from graph.services import ServicesProvider
-from graph.state import Context, Gate, RecentList, TurnState
-from nodes._common import finalized, seal, sink_for, thread_id_of
+from graph.state import CallRecord, Context, Plan, RecentList, TurnState, outcome_of
+from nodes._common import finalized, refused_message, seal, sink_for, thread_id_of
 from policies.approval import args_hash
 from policies.ids import IdBinding, Location, bind_ids, id_refs, with_ids
 from tools.registry import ActionSpec, Registry
@@ -65,34 +67,52 @@ def bind_plan_ids(
 
 
 def make_id_validation(provider: ServicesProvider) -> Any:
-    """Build the id validation node."""
+    """Build the id validation node: binds the ids of each call of the step that carries any.
+
+    A call whose ids do not bind runs nothing: it gets an error tool message with the question
+    to ask and a record in the turn's calls; the step's other calls go on.
+    """
 
     async def id_validation(state: TurnState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
         svc = await provider()
-        plan = state.get("plan")
-        gate = state.get("gate")
-        if plan is None or gate is None:
+        plans = state.get("plans") or []
+        if not any("args_hash" not in plan for plan in plans):
             return {}
-        spec = svc.registry.action(plan["tool"], plan["action"])
-        if spec is None:  # the gate already refused unknown actions; stay closed anyway
-            return {"plan": None, "gate": Gate(verdict="refuse", reason="unknown_action", code="permission_denied")}
-        args, failure, kind = bind_plan_ids(svc.registry, spec, plan["args"], state)
-        if failure is not None and failure.refusal is not None:
-            sink = sink_for(state, runtime)
-            sink.emit("error", code="off_list_id", reason=failure.refusal, kind=kind)
-            return {
-                "seq": sink.seq,
-                "plan": None,
-                "outcome": "clarify",
-                "gate": Gate(
-                    verdict="clarify",
-                    reason=failure.refusal,
-                    code="off_list_id",
-                    message=refusal_message(failure.refusal, kind),
-                ),
-            }
-        proposed_at = int(svc.clock().timestamp()) if gate["verdict"] == "propose" else None
-        final = finalized(plan, args, args_hash(args), proposed_at=proposed_at)
-        return {"plan": seal(svc, final, runtime.context, thread_id_of(config), state.get("turn_id", ""), purpose="gate")}
+        sink = sink_for(state, runtime)
+        kept: list[Plan] = []
+        records: list[CallRecord] = []
+        messages: list[ToolMessage] = []
+        for plan in plans:
+            if "args_hash" in plan:
+                kept.append(plan)
+                continue
+            spec = svc.registry.action(plan["tool"], plan["action"])
+            failure: IdBinding | None = None
+            kind = ""
+            if spec is not None:
+                args, failure, kind = bind_plan_ids(svc.registry, spec, plan["args"], state)
+            if spec is None or (failure is not None and failure.refusal is not None):
+                # (an unknown action was refused by the gate already; stay closed anyway)
+                refusal = failure.refusal if failure is not None and failure.refusal else "not_returned"
+                sink.emit("error", code="off_list_id", reason=refusal, kind=kind)
+                message = refusal_message(refusal, kind or "item")
+                records.append(CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
+                                          status="clarify", writes=spec is not None and spec.writes,
+                                          code="off_list_id", message=message))
+                messages.append(refused_message(plan, "off_list_id", message))
+                await append_audit(svc.db.pool, AuditRecord(
+                    owner_id=runtime.context.owner_id, stage="ids", decision="clarify", reason=refusal,
+                    code="off_list_id", tool=plan["tool"], action=plan["action"], args_hash=args_hash(plan["args"]),
+                    thread_id=thread_id_of(config), turn_id=state.get("turn_id", ""),
+                ), now=svc.clock())
+                continue
+            proposed_at = int(svc.clock().timestamp()) if plan.get("verdict") == "propose" else None
+            final = finalized(plan, args, args_hash(args), proposed_at=proposed_at)
+            kept.append(seal(svc, final, runtime.context, thread_id_of(config), state.get("turn_id", ""), purpose="gate"))
+        update: dict[str, Any] = {"plans": kept, "seq": sink.seq}
+        if records:
+            calls = [*(state.get("calls") or []), *records]
+            update |= {"calls": calls, "messages": messages, "outcome": outcome_of(calls)}
+        return update
 
     return id_validation

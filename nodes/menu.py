@@ -45,7 +45,7 @@ class MenuBuilder:
     def __post_init__(self) -> None:
         self._schemas = self.registry.function_schemas()
 
-    def _shortlist(self, request: str, candidates: list[int]) -> list[int]:
+    def _shortlist(self, request: str, candidates: list[int], cap: int) -> list[int]:
         if self._index is None:
             corpus = [
                 f"{s['function']['name'].replace('__', ' ').replace('_', ' ')} {s['function']['description']}"
@@ -59,18 +59,29 @@ class MenuBuilder:
         docs, scores = self._index.retrieve(tokens, k=k, show_progress=False)
         allowed = set(candidates)
         ranked = [int(d) for d, score in zip(docs[0], scores[0], strict=True) if int(d) in allowed and score > 0]
-        if len(ranked) < self.cap:  # pad with the registry's order so the menu is never empty
-            ranked += [i for i in candidates if i not in ranked][: self.cap - len(ranked)]
-        return sorted(ranked[: self.cap])
+        if len(ranked) < cap:  # pad with the registry's order so the menu is never empty
+            ranked += [i for i in candidates if i not in ranked][: cap - len(ranked)]
+        return sorted(ranked[:cap])
 
-    def build(self, request: str) -> Menu:
-        """The menu for ``request``."""
+    def build(self, request: str, used: tuple[str, ...] = ()) -> Menu:
+        """The menu for a step of the task ``request`` that already used the tools ``used``.
+
+        When the shortlist cuts, the actions of the tools already used come first (a later step
+        of a task most often needs a sibling of an earlier call: list mail, then reply), then
+        the best BM25 matches of the request and those tools' names.
+        """
         tags = read_tags(request, (t.name for t in self.registry.tools))
         candidates = [
             i for i, s in enumerate(self._schemas)
             if not tags.tools or s["function"]["name"].split("__", 1)[0] in tags.tools
         ]
         shortlisted = len(candidates) > self.cap
-        chosen = self._shortlist(request, candidates) if shortlisted else candidates
+        if shortlisted:
+            kept = [i for i in candidates if self._schemas[i]["function"]["name"].split("__", 1)[0] in used][: self.cap]
+            rest = [i for i in candidates if i not in kept]
+            query = " ".join((request, *used))
+            chosen = sorted(kept + (self._shortlist(query, rest, self.cap - len(kept)) if len(kept) < self.cap else []))
+        else:
+            chosen = candidates
         schemas = [self._schemas[i] for i in chosen]
         return Menu(schemas, frozenset(s["function"]["name"] for s in schemas), tags, shortlisted)

@@ -1,15 +1,19 @@
-"""The native picker: a chat model chooses one call from closed, registry-built schemas.
+"""The native picker: a chat model chooses the step's calls from closed, registry-built schemas.
 
-The model sees the current request, a bounded window of earlier *user* turns and the rows
-of the latest lists, all fenced as DATA. Its output is strictly decoded: an unknown function,
-an unknown key or a wrong type becomes a violation list that is shown to the model once so it
-can correct itself; if the second answer is still invalid the turn asks the user to clarify.
-The model never sets identity or tier: no schema has such a field, and the gate decides.
+The model sees the current request, the turn's earlier calls and their results, a bounded
+window of earlier turns' exchanges and the rows of the latest lists, all fenced as DATA. It may
+answer with several calls; each is strictly decoded on its own: an unknown function, an unknown
+key or a wrong type becomes an error tool message listing the violations (the model sees it at
+the next step), and never blocks the answer's other calls. When no call of an answer decodes,
+the model is asked once to correct itself; if it still cannot, the turn asks the user to
+clarify. The model never sets identity or tier: no schema has such a field, and the gate decides.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
+from collections import OrderedDict
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -21,26 +25,39 @@ from langgraph.runtime import Runtime
 from graph import leases
 from graph.events import EventSink
 from graph.services import Services, ServicesProvider
-from graph.state import Context, Gate, Plan, TurnState
+from graph.state import CallRecord, Context, Gate, Plan, TurnState
 from nodes._common import thread_id_of
 from nodes._picking import (
     decode_call,
     is_capability_question,
     message_text,
-    single_call,
+    normalized_calls,
     storable_answer,
     usage_record,
 )
 from nodes.menu import Menu, MenuBuilder
-from nodes.picker_prompt import ContextRow, PickerContext, build_messages
+from nodes.picker_prompt import ContextRow, EarlierTurn, PickerContext, build_messages
 from policies.fencing import new_nonce
-from policies.storable import MAX_DEPTH
+from policies.hitl import MAX_ACTIONS
+from policies.storable import MAX_DEPTH, depth_of
 
-__all__ = ["make_picker"]
+__all__ = ["earlier_turns", "make_picker"]
 
-# Claim the thread, supersede whatever waits for approval on it, read the user's prior requests
-# (the picker's window, oldest first). Its row: ``owner_id`` (``None``: another owner's thread),
-# ``superseded``, ``prior``.
+# The picker's window: the latest earlier turns of the thread, each its request, its tool
+# exchange and its reply (oldest first; the running turn has no transcript rows yet).
+_WINDOW_SQL = """
+    SELECT coalesce(json_agg(json_build_object('turn', t.turn_id, 'parts', t.parts) ORDER BY t.first_id), '[]'::json)
+    FROM (
+        SELECT turn_id, min(id) AS first_id, json_object_agg(role, content) AS parts
+        FROM transcript
+        WHERE thread_id = %(thread)s AND turn_id IN (
+            SELECT turn_id FROM transcript WHERE thread_id = %(thread)s AND role = 'user'
+            ORDER BY id DESC LIMIT %(limit)s)
+        GROUP BY turn_id
+    ) t
+"""
+# Claim the thread, supersede whatever waits for approval on it, read the window. Its row:
+# ``owner_id`` (``None``: another owner's thread), ``superseded``, ``prior``.
 _SETUP_SQL = """
 WITH ins AS (
     INSERT INTO threads (thread_id, owner_id) VALUES (%(thread)s, %(owner)s)
@@ -57,11 +74,7 @@ WITH ins AS (
 SELECT
     (SELECT owner_id FROM ins) AS owner_id,
     (SELECT count(*) FROM superseded) AS superseded,
-    (SELECT coalesce(json_agg(content ORDER BY id), '[]'::json) FROM (
-        SELECT id, content FROM transcript
-        WHERE thread_id = %(thread)s AND role = 'user'
-        ORDER BY id DESC LIMIT %(limit)s
-    ) prior) AS prior
+    (""" + _WINDOW_SQL + """) AS prior
 """
 
 
@@ -72,25 +85,46 @@ def _latest_kind(state: TurnState) -> str | None:
     return max(recent, key=lambda kind: recent[kind].get("listed_at", ""))
 
 
-def _picker_context(state: TurnState, ctx: Context, svc: Services, prior: list[str]) -> PickerContext:
+def earlier_turns(rows: list[dict[str, Any]], token_budget: int) -> list[EarlierTurn]:
+    """The window of earlier turns the picker sees: newest kept first until ``token_budget``
+    (about four characters a token) is spent, returned oldest first. Each part is labelled
+    with where it came from; tool results keep the labels the server gave them."""
+    budget = token_budget * 4
+    window: list[EarlierTurn] = []
+    for row in reversed(rows):
+        parts = row.get("parts") or {}
+        turn = EarlierTurn(user_said=str(parts.get("user", "")))
+        exchange = parts.get("exchange")
+        if exchange:
+            try:
+                calls = json.loads(exchange)
+            except ValueError:
+                calls = []
+            if isinstance(calls, list) and calls:
+                turn["tool_results"] = [c | {"from": "tool result (server)"} for c in calls if isinstance(c, dict)]
+        if parts.get("assistant"):
+            turn["assistant_replied"] = str(parts["assistant"])
+        size = len(json.dumps(turn, ensure_ascii=False, default=str))
+        if size > budget:
+            break
+        budget -= size
+        window.insert(0, turn)
+    return window
+
+
+def _picker_context(state: TurnState, ctx: Context, svc: Services, prior: list[EarlierTurn]) -> PickerContext:
     now = svc.clock().astimezone(ZoneInfo(ctx.timezone))
     recent: dict[str, list[ContextRow]] = {
         kind: [ContextRow(position=i, id=row["id"], label=row["label"]) for i, row in enumerate(lst["rows"], 1)]
         for kind, lst in (state.get("recent") or {}).items()
     }
-    budget = svc.settings.history_chars
-    window: list[str] = []
-    for text in reversed(prior):
-        if budget - len(text) < 0:
-            break
-        budget -= len(text)
-        window.insert(0, text)
     return PickerContext(
         now=now.isoformat(timespec="seconds"),
         timezone=ctx.timezone,
         recent=recent,
         latest_kind=_latest_kind(state),
-        prior_user_turns=window,
+        prior_user_turns=[t["user_said"] for t in prior if t["user_said"]],
+        earlier_turns=prior,
         capabilities=svc.registry.capability_summary(),
     )
 
@@ -101,20 +135,26 @@ def _fallback_event(sink: EventSink, role: str, answer: AIMessage) -> None:
         sink.emit("model_fallback", role=role, failed=failures, answered_by=answer.response_metadata.get("tollgate_provider"))
 
 
-_RESETTABLE = ("plan", "gate", "pending", "approval_request", "result", "steps", "lists_run", "usage", "superseded")
+_WINDOWS_KEPT = 256
+"""Turns whose window of earlier turns one process keeps for their later steps."""
+
+_RESETTABLE = ("plans", "gate", "pending", "approval_request", "calls", "steps", "lists_run", "usage", "superseded")
 """Turn-scoped fields a new turn resets; their readers treat a missing value as the reset one."""
 
 
 def make_picker(provider: ServicesProvider) -> Any:
     """Build the picker node."""
     menus: dict[int, MenuBuilder] = {}
+    windows: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
     bound: dict[tuple[int, frozenset[str]], Runnable[Any, BaseMessage]] = {}
 
-    def _menu(svc: Services, request: str) -> Menu:
+    def _menu(svc: Services, request: str, calls: list[CallRecord]) -> Menu:
         key = id(svc.registry)
         if key not in menus:
             menus[key] = MenuBuilder(svc.registry, svc.settings.menu_cap)
-        return menus[key].build(request)
+        # The whole task decides the menu: the request, and the tools the turn already used (a
+        # later step's tool is most often a sibling of an earlier one: list mail, then reply).
+        return menus[key].build(request, used=tuple(dict.fromkeys(c["tool"] for c in calls if c["action"])))
 
     def _model(svc: Services, menu: Menu) -> Runnable[Any, BaseMessage]:
         key = (id(svc.picker_model), menu.names)
@@ -137,11 +177,11 @@ def make_picker(provider: ServicesProvider) -> Any:
             update = {
                 "turn_id": turn_id,
                 "seq": 0,
-                "plan": None,
+                "plans": [],
                 "gate": None,
                 "pending": None,
                 "approval_request": None,
-                "result": None,
+                "calls": [],
                 "outcome": "reply",
                 "reply": "",
                 "steps": 0,
@@ -160,7 +200,18 @@ def make_picker(provider: ServicesProvider) -> Any:
         human = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
         request = human.text if human is not None else ""
 
-        prior: list[str] = []
+        rows: list[dict[str, Any]] = []
+        if not new_turn and svc.settings.history_turns:
+            # A later step of the turn reuses the window its first step read (the transcript does
+            # not change within a turn); a step resumed in another process reads it again.
+            cached = windows.get(state.get("turn_id", ""))
+            if cached is None:
+                window_args = {"thread": thread_id_of(config), "limit": svc.settings.history_turns}
+                async with svc.db.pool.connection() as conn:
+                    cur = await conn.execute("SELECT (" + _WINDOW_SQL + ") AS prior", window_args)
+                    found = await cur.fetchone()
+                cached = list((found or {}).get("prior") or [])
+            rows = cached
         if new_turn:
             thread_id = thread_id_of(config)
             setup = {"thread": thread_id, "owner": ctx.owner_id, "limit": svc.settings.history_turns}
@@ -180,22 +231,29 @@ def make_picker(provider: ServicesProvider) -> Any:
                     ),
                     "outcome": "refused",
                 }
-            prior = list(row["prior"] or [])
+            rows = list(row["prior"] or [])
+            windows[turn_id] = rows
+            while len(windows) > _WINDOWS_KEPT:
+                windows.popitem(last=False)
             if is_capability_question(request):
                 sink.emit("planner_decision", decision="reply", reason="capabilities")
                 gate = Gate(verdict="reply", reason="capabilities", message=svc.registry.capability_summary())
-                return update | {"seq": sink.seq, "gate": gate, "plan": None}
+                return update | {"seq": sink.seq, "gate": gate, "plans": []}
 
-        menu = _menu(svc, request)
+        calls: list[CallRecord] = [] if new_turn else list(state.get("calls") or [])
+        menu = _menu(svc, request, calls)
         step_messages = messages[messages.index(human) + 1 :] if human is not None else []
+        prior = earlier_turns(rows, svc.settings.history_tokens)
         prompt = build_messages(request, _picker_context(state, ctx, svc, prior), new_nonce()) + step_messages
         prompt_chars = sum(len(str(m.content)) for m in prompt)
         model = _model(svc, menu)
         usage: list[dict[str, Any]] = list(update.get("usage", state.get("usage") or []))
         new_messages: list[AnyMessage] = []
         corrected = False
-        plan: Plan | None = None
-        violations: list[str] = []
+        plans: list[Plan] = []
+        refused: list[CallRecord] = []
+        text_answer: AIMessage | None = None
+        cap = min(svc.settings.max_calls_per_step, MAX_ACTIONS)
         for attempt in range(2):
             answer = await model.ainvoke(prompt + new_messages, config)
             if not isinstance(answer, AIMessage):
@@ -204,45 +262,51 @@ def make_picker(provider: ServicesProvider) -> Any:
             record = usage_record("picker", answer, prompt_chars)
             if record is not None:
                 usage.append(record)
-            if not answer.tool_calls:
-                if answer.invalid_tool_calls:
-                    bad_id = str(answer.invalid_tool_calls[0].get("id") or "call_invalid")
-                    answer = answer.model_copy(
-                        update={"invalid_tool_calls": [], "tool_calls": [
-                            {"name": str(answer.invalid_tool_calls[0].get("name") or "unknown"), "args": {}, "id": bad_id,
-                             "type": "tool_call"}]}
-                    )
-                    violations = ["the arguments were not valid JSON"]
-                    new_messages += [answer, ToolMessage(
-                        content="Invalid call, nothing ran. Fix these and call again:\n- " + violations[0],
-                        tool_call_id=bad_id, status="error")]
-                    corrected = attempt == 0
-                    continue
+            if not answer.tool_calls and not answer.invalid_tool_calls:
                 new_messages.append(answer)
-                plan, violations = None, []
+                text_answer = answer
                 break
-            answer = single_call(answer)
+            answer, bad = normalized_calls(answer)
             stored, too_deep = storable_answer(answer)
             new_messages.append(stored)
-            if too_deep:
-                plan, violations = None, [f"(arguments): nested deeper than {MAX_DEPTH} levels"]
-            else:
-                plan, violations = decode_call(svc.registry, menu, answer, request)
-            if plan is not None:
-                break
-            call_id = str(answer.tool_calls[0].get("id") or "call")
-            new_messages.append(
-                ToolMessage(
+            refused = []
+            for index, call in enumerate(answer.tool_calls):
+                call_id = str(call["id"])
+                violations = bad.get(call_id, [])
+                plan: Plan | None = None
+                if index >= cap:
+                    violations = [f"more than {cap} calls in one answer; call this one again in the next step"]
+                elif too_deep and depth_of(call.get("args")) > MAX_DEPTH:
+                    violations = [f"(arguments): nested deeper than {MAX_DEPTH} levels"]
+                elif not violations:
+                    plan, violations = decode_call(svc.registry, menu, call, request)
+                if plan is not None:
+                    plans.append(plan)
+                    continue
+                new_messages.append(ToolMessage(
                     content="Invalid call, nothing ran. Fix these and call again:\n- " + "\n- ".join(violations),
-                    tool_call_id=call_id,
-                    status="error",
-                )
-            )
+                    tool_call_id=call_id, status="error"))
+                refused.append(CallRecord(call_id=call_id, tool=str(call.get("name") or "")[:64], action="",
+                                          status="clarify", writes=False, code="invalid_args",
+                                          message="I couldn't turn that into a valid request, so I did nothing."))
+            if plans:
+                break
             corrected = attempt == 0
         tags = {"tags": list(menu.tags.applied), "ignored_tags": list(menu.tags.ignored)} if (
             menu.tags.applied or menu.tags.ignored) else {}
+        lists_run = list(update.get("lists_run", []) if new_turn else state.get("lists_run") or [])
+        fresh: list[Plan] = []
+        for plan in plans:
+            if plan["action"] == "list" and f"{plan['tool']}.list" in lists_run:
+                # The same list runs once per turn until a write changes what it would show.
+                new_messages.append(ToolMessage(content="Already listed in this turn: its rows are above.",
+                                                tool_call_id=plan["call_id"]))
+                refused.append(CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
+                                          status="repeated", writes=False))
+            else:
+                fresh.append(plan)
         seq_update: dict[str, Any]
-        if plan is None and violations:
+        if text_answer is None and not fresh and not plans:
             sink.emit("planner_decision", decision="clarify", code="invalid_args", corrected=corrected, **tags)
             gate = Gate(
                 verdict="clarify",
@@ -250,20 +314,19 @@ def make_picker(provider: ServicesProvider) -> Any:
                 code="invalid_args",
                 message="I couldn't turn that into a valid request, so I did nothing. Could you rephrase it?",
             )
-            seq_update = {"gate": gate, "plan": None, "outcome": "clarify"}
-        elif plan is None:
-            text = message_text(new_messages[-1]) if new_messages and isinstance(new_messages[-1], AIMessage) else ""
-            sink.emit("planner_decision", decision="reply", **tags)
-            seq_update = {"gate": Gate(verdict="reply", reason="no_tool_call", message=text), "plan": None}
-        elif plan["action"] == "list" and f"{plan['tool']}.list" in (update.get("lists_run", []) if new_turn else state.get("lists_run") or []):
-            # The same list runs at most once per turn: answer from what it already returned.
-            sink.emit("planner_decision", decision="reply", reason="list_already_run", **tags)
-            seq_update = {"gate": Gate(verdict="reply", reason="list_already_run", message=""), "plan": None}
+            seq_update = {"gate": gate, "plans": [], "outcome": "clarify"}
+        elif not fresh:
+            text = message_text(text_answer) if text_answer is not None else ""
+            reason = {} if text_answer is not None else {"reason": "list_already_run"}
+            sink.emit("planner_decision", decision="reply", **reason, **tags)
+            seq_update = {"gate": Gate(verdict="reply", reason=reason.get("reason", "no_tool_call"), message=text),
+                          "plans": []}
         else:
-            sink.emit(
-                "planner_decision", decision="tool", tool=plan["tool"], action=plan["action"], corrected=corrected, **tags
-            )
-            seq_update = {"plan": plan, "gate": None}
-        return update | seq_update | {"messages": new_messages, "seq": sink.seq, "usage": usage}
+            for plan in fresh:
+                sink.emit("planner_decision", decision="tool", tool=plan["tool"], action=plan["action"],
+                          corrected=corrected, **tags)
+            seq_update = {"plans": fresh, "gate": None, "steps": (0 if new_turn else state.get("steps", 0)) + 1}
+        calls_update = {"calls": calls + refused} if refused else {}
+        return update | seq_update | calls_update | {"messages": new_messages, "seq": sink.seq, "usage": usage}
 
     return picker

@@ -13,7 +13,7 @@ from typing_extensions import NotRequired, TypedDict  # pydantic needs these on 
 
 from policies.fencing import fence, read_fence
 
-__all__ = ["INSTRUCTIONS", "ContextRow", "PickerContext", "build_messages", "context_of"]
+__all__ = ["INSTRUCTIONS", "ContextRow", "EarlierTurn", "PickerContext", "build_messages", "context_of"]
 
 
 class ContextRow(TypedDict):
@@ -25,6 +25,18 @@ class ContextRow(TypedDict):
     """The store id (usable as an id argument; it grants nothing by itself)."""
     label: str
     """The server-rendered label."""
+
+
+class EarlierTurn(TypedDict):
+    """One earlier turn of the thread, as the picker's window shows it (all of it DATA)."""
+
+    user_said: str
+    """The user's message."""
+    tool_results: NotRequired[list[dict[str, Any]]]
+    """The calls of that turn: each its ``call``, ``status`` and result (``summary``, ``rows``,
+    ``item``) or the reason it did not run, labelled ``from``."""
+    assistant_replied: NotRequired[str]
+    """The reply that turn ended with."""
 
 
 class PickerContext(TypedDict):
@@ -39,14 +51,18 @@ class PickerContext(TypedDict):
     latest_kind: NotRequired[str | None]
     """Which kind was listed most recently (what "the 2nd one" most likely refers to)."""
     prior_user_turns: list[str]
-    """Earlier requests in this thread, oldest first, bounded."""
+    """Earlier requests in this thread, oldest first, bounded (those of ``earlier_turns``)."""
+    earlier_turns: NotRequired[list[EarlierTurn]]
+    """Earlier turns of this thread, oldest first, bounded by count and tokens."""
     capabilities: str
     """The capability summary, for "what can you do?"."""
 
 
-INSTRUCTIONS = """You are Tollgate's tool picker. Choose at most one function to call for the \
-user's current request, using only the functions offered, with arguments that match their \
-schemas exactly. Refer to items from a recent list by their id or by their position as "#N". \
+INSTRUCTIONS = """You are Tollgate's tool picker. Call the functions the user's current request \
+needs, using only the functions offered, with arguments that match their schemas exactly; \
+several calls in one answer when they do not depend on each other, one step at a time when a \
+later call needs an earlier result. When the task is done, answer in plain text and claim only \
+what the tool results say happened. Refer to items from a recent list by their id or by their position as "#N". \
 Times are ISO 8601 with the owner's UTC offset. If the request needs no tool, answer briefly \
 in plain text. If it is ambiguous, ask one short clarifying question instead of guessing.
 

@@ -1,6 +1,7 @@
-"""Propose: build the approval request for a confirmation-tier call and announce it.
+"""Propose: build one approval request for the step's confirmation-tier calls and announce it.
 
-It renders the server's preview (a read), mints the token and emits ``approval_required``;
+It renders each call's server preview (a read), mints each action's token and the request's,
+and emits ``approval_required`` (listing every action);
 the interrupt itself lives in :mod:`nodes.approval`, so the interrupting node has nothing
 before its ``interrupt()`` that a resume could repeat. The token is deterministic for the
 turn (nonce derived from thread, turn, call and args hash; expiry from ``proposed_at``), so
@@ -9,11 +10,13 @@ a replayed node produces the same request.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from collections.abc import Mapping
 from typing import Any, NoReturn, cast
 from zoneinfo import ZoneInfo
 
+from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from psycopg import AsyncConnection
@@ -22,33 +25,62 @@ from graph import approvals
 from graph.audit import AuditRecord, append_audit
 from graph.perimeter import governance_policy
 from graph.services import Services, ServicesProvider
-from graph.state import Context, Gate, Pending, Plan, TurnState
-from nodes._common import sink_for, thread_id_of
-from policies.approval import ApprovalClaims, derive_nonce, mint_token
+from graph.state import CallRecord, Context, Pending, PendingAction, Plan, TurnState, outcome_of
+from nodes._common import refused_message, sink_for, thread_id_of
+from policies.approval import ApprovalClaims, args_hash, derive_nonce, mint_token
 from policies.arguments import load_args
 from policies.dlp import scan_values
 from policies.errors import TollgateError
-from policies.hitl import ApprovalRequest
+from policies.hitl import ApprovalRequest, DecisionType
 from tools.registry import ActionSpec, function_name
 
-__all__ = ["build_request", "make_propose"]
+__all__ = ["Proposed", "build_request", "joined_preview", "make_propose", "request_hash"]
 
 
-def build_request(plan: Plan, preview: str, claims: ApprovalClaims, token: str) -> ApprovalRequest:
-    """The interrupt payload for ``plan``."""
-    name = function_name(plan["tool"], plan["action"])
+@dataclass(frozen=True, slots=True)
+class Proposed:
+    """One action of a request: its call, its preview and its own claims and token."""
+
+    plan: Plan
+    preview: str
+    claims: ApprovalClaims
+    token: str
+    allowed: list[DecisionType]
+
+
+def request_hash(actions: Sequence[Proposed]) -> str:
+    """The request's hash: the one action's args hash, or a hash binding every action in order."""
+    if len(actions) == 1:
+        return actions[0].claims.args_hash
+    return args_hash({"actions": [[a.plan["tool"], a.plan["action"], a.claims.args_hash] for a in actions]})
+
+
+def build_request(actions: Sequence[Proposed], claims: ApprovalClaims, token: str) -> ApprovalRequest:
+    """The interrupt payload listing every action of ``actions``; ``claims``/``token`` bind the request."""
     return ApprovalRequest(
-        action_requests=[{"name": name, "args": plan["args"], "description": preview}],
-        review_configs=[{"action_name": name, "allowed_decisions": ["approve", "edit", "reject"]}],
+        action_requests=[{"name": function_name(a.plan["tool"], a.plan["action"]), "args": a.plan["args"],
+                          "description": a.preview} for a in actions],
+        review_configs=[{"action_name": function_name(a.plan["tool"], a.plan["action"]),
+                         "allowed_decisions": a.allowed} for a in actions],
         approval={
             "id": claims.nonce,
             "token": token,
             "args_hash": claims.args_hash,
             "expires_at": claims.expires_at.isoformat(),
-            "tool": plan["tool"],
-            "action": plan["action"],
+            "tool": claims.tool,
+            "action": claims.action,
+            "actions": [{"id": a.claims.nonce, "call_id": a.plan["call_id"], "tool": a.plan["tool"],
+                         "action": a.plan["action"], "args_hash": a.claims.args_hash, "token": a.token}
+                        for a in actions],
         },
     )
+
+
+def joined_preview(previews: Sequence[str]) -> str:
+    """One text for several previews (numbered when there are several)."""
+    if len(previews) == 1:
+        return previews[0]
+    return "\n\n".join(f"{i}. {p}" for i, p in enumerate(previews, 1))
 
 
 def _generic_preview(spec: ActionSpec, args: dict[str, Any]) -> str:
@@ -95,76 +127,111 @@ async def _render_preview(
 
 
 def make_propose(provider: ServicesProvider) -> Any:
-    """Build the propose node."""
+    """Build the propose node: one approval request for every call of the step that needs one.
+
+    Each action gets its own preview, approval id, args hash and token; the request binds them
+    in order. A preview that fails refuses its call only (an error tool message and a record),
+    never the others.
+    """
 
     async def propose(state: TurnState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
         svc = await provider()
-        plan = state.get("plan")
-        if plan is None or "args_hash" not in plan:
+        waiting = [p for p in state.get("plans") or [] if p.get("verdict") == "propose" and "approval_id" not in p
+                   and "args_hash" in p]
+        if not waiting:
             return {}
-        spec = svc.registry.action(plan["tool"], plan["action"])
-        if spec is None or (spec.preview is None and not spec.writes):
-            raise RuntimeError(f"confirmation action {plan['tool']}.{plan['action']} has no preview")
         ctx = runtime.context
         key = svc.key()
         thread_id = thread_id_of(config)
+        turn_id = state.get("turn_id", "")
         sink = sink_for(state, runtime)
-        try:
-            args = load_args(spec.args, plan["args"])
-            if spec.preview is None:
-                preview = _generic_preview(spec, plan["args"])  # from the arguments alone: no statement
-            else:
-                found = svc.registry.tool(plan["tool"])
-                labels = {row["id"]: row["label"] for listed in (state.get("recent") or {}).values()
-                          for row in listed.get("rows", [])}
-                preview = await _render_preview(spec, args, ctx, svc, tool=plan["tool"],
-                                                database=found is not None and found.database, labels=labels)
-        except TollgateError as exc:
-            sink.emit("error", code=exc.code, message=exc.message)
-            await append_audit(
-                svc.db.pool,
-                AuditRecord(
-                    owner_id=ctx.owner_id, stage="propose", decision="refuse", reason="preview_failed", code=exc.code,
-                    tool=plan["tool"], action=plan["action"], args_hash=plan["args_hash"], thread_id=thread_id,
-                    turn_id=state.get("turn_id", ""),
-                ),
-                now=svc.clock(),
+        labels = {row["id"]: row["label"] for listed in (state.get("recent") or {}).values()
+                  for row in listed.get("rows", [])}
+        actions: list[Proposed] = []
+        records: list[CallRecord] = []
+        messages: list[ToolMessage] = []
+        dropped: set[str] = set()
+        for plan in waiting:
+            spec = svc.registry.action(plan["tool"], plan["action"])
+            if spec is None or (spec.preview is None and not spec.writes):
+                raise RuntimeError(f"confirmation action {plan['tool']}.{plan['action']} has no preview")
+            try:
+                preview = await _preview(svc, spec, plan, ctx, labels)
+            except TollgateError as exc:
+                sink.emit("error", code=exc.code, message=exc.message)
+                await append_audit(
+                    svc.db.pool,
+                    AuditRecord(
+                        owner_id=ctx.owner_id, stage="propose", decision="refuse", reason="preview_failed",
+                        code=exc.code, tool=plan["tool"], action=plan["action"], args_hash=plan["args_hash"],
+                        thread_id=thread_id, turn_id=turn_id,
+                    ),
+                    now=svc.clock(),
+                )
+                records.append(CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
+                                          status="failed", writes=spec.writes, code=exc.code, message=exc.message))
+                messages.append(refused_message(plan, exc.code, exc.message))
+                dropped.add(plan["call_id"])
+                continue
+            claims = ApprovalClaims(
+                thread_id=thread_id,
+                owner_id=ctx.owner_id,
+                tool=plan["tool"],
+                action=plan["action"],
+                args_hash=plan["args_hash"],
+                exp=plan.get("proposed_at", int(svc.clock().timestamp())) + svc.settings.approval_ttl_seconds,
+                nonce=derive_nonce(key, thread_id, turn_id, plan["call_id"], plan["args_hash"],
+                                   *((str(plan["revision"]),) if plan.get("revision") else ())),
             )
-            return {
-                "seq": sink.seq,
-                "plan": None,
-                "outcome": "failed",
-                "gate": Gate(verdict="refuse", reason="preview_failed", code=exc.code, message=exc.message),
-            }
-        # The warning is derived from the exact arguments that will run, like the preview itself.
-        warning = scan_values(plan["args"], governance_policy(svc.settings).dlp).warning()
-        if warning:
-            preview = f"{warning}\n\n{preview}"
-        claims = ApprovalClaims(
-            thread_id=thread_id,
-            owner_id=ctx.owner_id,
-            tool=plan["tool"],
-            action=plan["action"],
-            args_hash=plan["args_hash"],
-            exp=plan.get("proposed_at", int(svc.clock().timestamp())) + svc.settings.approval_ttl_seconds,
-            nonce=derive_nonce(key, thread_id, state.get("turn_id", ""), plan["call_id"], plan["args_hash"]),
-        )
-        token = mint_token(claims, key)
-        request = build_request(plan, preview, claims, token)
+            allowed = svc.approval_rules.allowed_decisions(ctx.owner_id, plan["tool"], plan["action"])
+            actions.append(Proposed(plan, preview, claims, mint_token(claims, key), allowed))
+        update: dict[str, Any] = {}
+        if records:
+            calls = [*(state.get("calls") or []), *records]
+            update = {"calls": calls, "messages": messages, "outcome": outcome_of(calls),
+                      "plans": [p for p in state.get("plans") or [] if p["call_id"] not in dropped]}
+        if not actions:
+            return update | {"seq": sink.seq}
+        first = actions[0].claims
+        claims = ApprovalClaims(thread_id=thread_id, owner_id=ctx.owner_id, tool=first.tool, action=first.action,
+                                args_hash=request_hash(actions), exp=min(a.claims.exp for a in actions),
+                                nonce=first.nonce)
+        token = actions[0].token if len(actions) == 1 else mint_token(claims, key)
+        request = build_request(actions, claims, token)
         local_expiry = datetime.fromtimestamp(claims.exp, UTC).astimezone(ZoneInfo(ctx.timezone))
+        preview = joined_preview([a.preview for a in actions])
         sink.emit(
             "approval_required",
             approval_id=claims.nonce,
-            tool=plan["tool"],
-            action=plan["action"],
+            tool=first.tool,
+            action=first.action,
             preview=preview,
-            args=plan["args"],
+            args=actions[0].plan["args"],
             expires_at=local_expiry.isoformat(),
+            actions=[{"approval_id": a.claims.nonce, "tool": a.plan["tool"], "action": a.plan["action"],
+                      "preview": a.preview, "args": a.plan["args"], "allowed_decisions": a.allowed} for a in actions],
         )
         pending = Pending(
-            approval_id=claims.nonce, token=token, expires_at=claims.expires_at.isoformat(), preview=preview
+            approval_id=claims.nonce, token=token, expires_at=claims.expires_at.isoformat(), preview=preview,
+            args_hash=claims.args_hash, actions=[PendingAction(approval_id=a.claims.nonce, call_id=a.plan["call_id"], tool=a.plan["tool"],
+                                   action=a.plan["action"], args_hash=a.claims.args_hash, preview=a.preview)
+                     for a in actions],
         )
         await approvals.list_pending(svc.db.pool, ctx.owner_id, thread_id, request)  # for the approval API, on every surface
-        return {"seq": sink.seq, "pending": pending, "outcome": "proposed", "approval_request": request}
+        return update | {"seq": sink.seq, "pending": pending, "outcome": "proposed", "approval_request": request}
 
     return propose
+
+
+async def _preview(svc: Services, spec: ActionSpec, plan: Plan, ctx: Context, labels: Mapping[str, str]) -> str:
+    """The server's preview of ``plan``, with a DLP warning on top when its arguments need one."""
+    args = load_args(spec.args, plan["args"])
+    if spec.preview is None:
+        preview = _generic_preview(spec, plan["args"])  # from the arguments alone: no statement
+    else:
+        found = svc.registry.tool(plan["tool"])
+        preview = await _render_preview(spec, args, ctx, svc, tool=plan["tool"],
+                                        database=found is not None and found.database, labels=labels)
+    # The warning is derived from the exact arguments that will run, like the preview itself.
+    warning = scan_values(plan["args"], governance_policy(svc.settings).dlp).warning()
+    return f"{warning}\n\n{preview}" if warning else preview

@@ -8,7 +8,9 @@ written to the audit log once, as codes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
+
+from langchain_core.messages import ToolMessage
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
@@ -16,8 +18,8 @@ from langgraph.runtime import Runtime
 from graph.audit import AuditRecord, append_audit
 from graph.perimeter import governance_policy
 from graph.services import ServicesProvider
-from graph.state import Context, Gate, Plan, TurnState
-from nodes._common import finalized, seal, sink_for, thread_id_of
+from graph.state import CallRecord, Context, Plan, TurnState, outcome_of
+from nodes._common import finalized, refused_message, runs_unasked, seal, sink_for, thread_id_of
 from policies.dlp import KIND_LABELS
 from policies.governance import ActionFacts, govern
 
@@ -34,67 +36,75 @@ def _refusal_message(tool: str, action: str, reason: str, dlp: tuple[str, ...]) 
 
 
 def make_tier_gate(provider: ServicesProvider) -> Any:
-    """Build the tier gate node."""
+    """Build the tier gate node: each call of the step is decided on its own.
+
+    A refused call gets an error tool message with the reason (the model sees it at the next
+    step) and a record in the turn's calls; it never blocks the step's other calls.
+    """
 
     async def tier_gate(state: TurnState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
         svc = await provider()
-        plan = state.get("plan")
-        if plan is None:
+        plans = state.get("plans") or []
+        if not plans:
             return {}
-        spec = svc.registry.action(plan["tool"], plan["action"])
-        facts = ActionFacts(spec.args, spec.effect) if spec is not None else None
-        decision = govern(
-            plan["tool"], plan["action"], plan["args"], facts, svc.registry.tier_map(), governance_policy(svc.settings)
-        )
-        await append_audit(
-            svc.db.pool,
-            AuditRecord(
-                owner_id=runtime.context.owner_id, stage="gate", decision=decision.verdict, reason=decision.reason,
-                code=decision.code or "", tool=plan["tool"], action=plan["action"], args_hash=decision.args_hash,
-                thread_id=thread_id_of(config), turn_id=state.get("turn_id", ""), mode=decision.mode,
-                detail=decision.audit_detail(),
-            ),
-            now=svc.clock(),
-        )
-        if decision.verdict == "refuse":
-            sink = sink_for(state, runtime)
-            code = decision.code or "permission_denied"
-            sink.emit("error", code=code, reason=decision.reason, tool=plan["tool"], action=plan["action"])
-            return {
-                "seq": sink.seq,
-                "plan": None,
-                "outcome": "refused",
-                "gate": Gate(
-                    verdict="refuse",
-                    reason=decision.reason,
-                    code=code,
-                    tier=decision.tier,
-                    message=_refusal_message(plan["tool"], plan["action"], decision.reason, decision.dlp),
+        ctx = runtime.context
+        thread_id = thread_id_of(config)
+        turn_id = state.get("turn_id", "")
+        sink = sink_for(state, runtime)
+        kept: list[Plan] = []
+        records: list[CallRecord] = []
+        messages: list[ToolMessage] = []
+        for plan in plans:
+            spec = svc.registry.action(plan["tool"], plan["action"])
+            facts = ActionFacts(spec.args, spec.effect) if spec is not None else None
+            decision = govern(
+                plan["tool"], plan["action"], plan["args"], facts, svc.registry.tier_map(), governance_policy(svc.settings)
+            )
+            rule = runs_unasked(svc, ctx, plan["tool"], plan["action"], decision) or ""
+            await append_audit(
+                svc.db.pool,
+                AuditRecord(
+                    owner_id=ctx.owner_id, stage="gate", decision="execute" if rule else decision.verdict,
+                    reason=f"approval_rule:{rule}"[:200] if rule else decision.reason,
+                    code=decision.code or "", tool=plan["tool"], action=plan["action"], args_hash=decision.args_hash,
+                    thread_id=thread_id, turn_id=turn_id, mode=decision.mode, detail=decision.audit_detail(),
                 ),
-            }
-        if decision.verdict == "clarify" or decision.args is None:
-            return {
-                "plan": None,
-                "outcome": "clarify",
-                "gate": Gate(
-                    verdict="clarify",
-                    reason="invalid_args",
-                    code="invalid_args",
-                    message="Those details aren't valid, so I did nothing. Could you rephrase?",
-                ),
-            }
-        fresh: Plan
-        if spec is not None and not spec.id_fields:
-            # A call that carries no ids has nothing to bind: its arguments are final here, so the
-            # gate seals them as id validation would, and the call goes straight on: a read to
-            # execute (DESIGN's "read (allowlist) -> execute"), a write to propose. Anything with
-            # ids passes id validation.
-            proposing = decision.verdict == "propose"
-            fresh = seal(svc, finalized(plan, decision.args, decision.args_hash,
-                                        proposed_at=int(svc.clock().timestamp()) if proposing else None),
-                         runtime.context, thread_id_of(config), state.get("turn_id", ""), purpose="gate")
-        else:
-            fresh = {k: v for k, v in plan.items() if k not in ("args_hash", "seal")} | {"args": decision.args}  # type: ignore[assignment]
-        return {"plan": fresh, "gate": Gate(verdict=decision.verdict, reason=decision.reason, tier=decision.tier)}
+                now=svc.clock(),
+            )
+            writes = spec is not None and spec.writes
+            if decision.verdict == "refuse":
+                code = decision.code or "permission_denied"
+                sink.emit("error", code=code, reason=decision.reason, tool=plan["tool"], action=plan["action"])
+                message = _refusal_message(plan["tool"], plan["action"], decision.reason, decision.dlp)
+                records.append(CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
+                                          status="refused", writes=writes, code=code, message=message))
+                messages.append(refused_message(plan, code, message))
+                continue
+            if decision.verdict == "clarify" or decision.args is None:
+                message = "Those details aren't valid, so I did nothing. Could you rephrase?"
+                records.append(CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
+                                          status="clarify", writes=writes, code="invalid_args", message=message))
+                messages.append(refused_message(plan, "invalid_args", message))
+                continue
+            verdict: Literal["execute", "propose"] = "execute" if rule else decision.verdict  # type: ignore[assignment]
+            marks: dict[str, Any] = {"verdict": verdict, **({"policy_rule": rule} if rule else {})}
+            if spec is not None and not spec.id_fields:
+                # A call that carries no ids has nothing to bind: its arguments are final here, so the
+                # gate seals them as id validation would, and the call goes straight on: a read to
+                # execute (DESIGN's "read (allowlist) -> execute"), a write to propose. Anything with
+                # ids passes id validation.
+                proposing = verdict == "propose"
+                fresh = seal(svc, finalized(plan, decision.args, decision.args_hash,
+                                            proposed_at=int(svc.clock().timestamp()) if proposing else None),
+                             ctx, thread_id, turn_id, purpose="gate")
+                kept.append(fresh | marks)  # type: ignore[arg-type]
+            else:
+                unsealed = {k: v for k, v in plan.items() if k not in ("args_hash", "seal")}
+                kept.append(unsealed | {"args": decision.args} | marks)  # type: ignore[arg-type]
+        update: dict[str, Any] = {"plans": kept, "seq": sink.seq, "gate": None}
+        if records:
+            calls = [*(state.get("calls") or []), *records]
+            update |= {"calls": calls, "messages": messages, "outcome": outcome_of(calls)}
+        return update
 
     return tier_gate

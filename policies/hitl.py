@@ -2,22 +2,24 @@
 
 The interrupt payload is an :class:`ApprovalRequest`: ``action_requests`` and
 ``review_configs`` as LangChain agent UIs and LangGraph Studio render them, plus Tollgate's
-``approval`` block (id, token, args_hash, expiry). The resume value is an
-:class:`ApprovalResume`: the token and exactly one decision, discriminated by ``type``.
+``approval`` block (the request's id, token and expiry, and each action's own binding). The
+resume value is an :class:`ApprovalResume`: the request's token and one decision per action,
+in the order of ``action_requests``, each discriminated by ``type``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from typing_extensions import TypedDict  # pydantic needs it on Python < 3.12
+from typing_extensions import NotRequired, TypedDict  # pydantic needs it on Python < 3.12
 
 from policies.arguments import SafeText
 from policies.errors import ApprovalInvalid
 
 __all__ = [
     "ActionRequest",
+    "ActionBinding",
     "ApprovalBlock",
     "ApprovalRequest",
     "ApprovalResume",
@@ -26,12 +28,17 @@ __all__ = [
     "DecisionType",
     "EditDecision",
     "EditedAction",
+    "MAX_ACTIONS",
     "RejectDecision",
     "ReviewConfig",
+    "decision_kind",
     "parse_resume",
 ]
 
 DecisionType = Literal["approve", "edit", "reject"]
+
+MAX_ACTIONS: Final = 8
+"""Actions one request (one model answer) may list; further calls of the answer are refused."""
 
 
 class ActionRequest(TypedDict):
@@ -54,28 +61,47 @@ class ReviewConfig(TypedDict):
     """The allowed decision types."""
 
 
-class ApprovalBlock(TypedDict):
-    """Tollgate's binding of the request to a signed token."""
+class ActionBinding(TypedDict):
+    """One action's own binding: its approval row, arguments hash and token."""
 
     id: str
-    """The approval id (its nonce)."""
-    token: str
-    """The signed token a resume must present."""
-    args_hash: str
-    """SHA-256 of the canonical JSON of ``args``."""
-    expires_at: str
-    """ISO 8601 expiry; after it the request resolves as rejected."""
+    """The action's approval id (its nonce, and its effect's idempotency key)."""
+    call_id: str
+    """The model's tool-call id it answers."""
     tool: str
     """Tool name."""
     action: str
     """Action name."""
+    args_hash: str
+    """SHA-256 of the canonical JSON of its ``args``."""
+    token: str
+    """A signed token bound to this action alone."""
+
+
+class ApprovalBlock(TypedDict):
+    """Tollgate's binding of the request to a signed token."""
+
+    id: str
+    """The request id: the first action's approval id."""
+    token: str
+    """The signed token a resume must present (bound to every action's hash, in order)."""
+    args_hash: str
+    """The request's hash: the action's ``args_hash`` for one action, else a hash over all of them."""
+    expires_at: str
+    """ISO 8601 expiry; after it the request resolves as rejected."""
+    tool: str
+    """The first action's tool."""
+    action: str
+    """The first action's action."""
+    actions: NotRequired[list[ActionBinding]]
+    """Every action's binding, in the order of ``action_requests``."""
 
 
 class ApprovalRequest(TypedDict):
     """The interrupt payload: one request per turn listing every pending action."""
 
     action_requests: list[ActionRequest]
-    """The actions awaiting review (Tollgate proposes one per turn)."""
+    """The actions awaiting review, in the order the model called them."""
     review_configs: list[ReviewConfig]
     """Allowed decisions per action."""
     approval: ApprovalBlock
@@ -100,10 +126,12 @@ class EditedAction(_Strict):
 
 
 class EditDecision(_Strict):
-    """Run the action with edited arguments."""
+    """Change the action's arguments: shown again as a new preview, or run at once with ``run``."""
 
     type: Literal["edit"]
     edited_action: EditedAction
+    run: bool = False
+    """Run the edited call without reviewing its new preview (the client asks for edit-and-run)."""
 
 
 class RejectDecision(_Strict):
@@ -120,7 +148,7 @@ class ApprovalResume(_Strict):
     """The value a resume must carry."""
 
     token: Annotated[str, Field(min_length=1, max_length=2048)]
-    decisions: Annotated[list[Decision], Field(min_length=1, max_length=1)]
+    decisions: Annotated[list[Decision], Field(min_length=1, max_length=MAX_ACTIONS)]
 
 
 def parse_resume(value: object) -> ApprovalResume:
@@ -130,3 +158,9 @@ def parse_resume(value: object) -> ApprovalResume:
     except ValidationError as exc:
         kinds = sorted({str(e.get("type")) for e in exc.errors(include_input=False)})
         raise ApprovalInvalid(f"malformed resume value ({', '.join(kinds)[:120]})") from None
+
+
+def decision_kind(kinds: list[str]) -> str:
+    """One word for a request's decisions: the kind when every action got the same one, else ``mixed``."""
+    distinct = set(kinds)
+    return kinds[0] if len(distinct) == 1 else "mixed"

@@ -9,7 +9,7 @@ from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
@@ -25,16 +25,29 @@ def call(name: str, args: dict[str, Any], call_id: str | None = None) -> AIMessa
     )
 
 
+def calls(*pairs: tuple[str, dict[str, Any]]) -> AIMessage:
+    """An AI message with several tool calls (``(name, args)`` pairs), as a model answers in parallel."""
+    return AIMessage(content="", tool_calls=[
+        {"name": name, "args": args, "id": f"call_{next(_ids)}", "type": "tool_call"} for name, args in pairs])
+
+
 def say(text: str) -> AIMessage:
     """An AI message with text and no tool call."""
     return AIMessage(content=text)
 
 
 class ScriptedModel(BaseChatModel):
-    """Returns its scripted steps in order; records every prompt; fails when the script runs out."""
+    """Returns its scripted steps in order; records every prompt; fails when the script runs out.
+
+    Once the script is spent, a prompt whose last message is a tool result gets an answer with
+    no text and no call (a model with nothing more to do: the graph then renders the results),
+    unless ``strict``; any other prompt fails the test.
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
     steps: list[Any]
+    strict: bool = False
+    """Fail even when the prompt ends with a tool result and the script is spent."""
     latency: float = 0.0
     """Seconds each answer takes (as a real model's would), awaited before the step is taken."""
     on_call: Callable[[], None] | None = None
@@ -63,6 +76,8 @@ class ScriptedModel(BaseChatModel):
     def _next(self, messages: list[BaseMessage]) -> ChatResult:
         self._prompts.append(list(messages))
         if not self.steps:
+            if not self.strict and messages and isinstance(messages[-1], ToolMessage):
+                return ChatResult(generations=[ChatGeneration(message=AIMessage(content=""))])
             raise AssertionError("ScriptedModel: script exhausted")
         step = self.steps.pop(0)
         message = step(messages) if callable(step) else step

@@ -29,6 +29,13 @@ from tools.registry import ExecContext
 _OFFER = f"background__{CONTINUE_ACTION}"
 
 
+@pytest.fixture
+async def turns(services: Services, db: Database) -> Turns:
+    """Turns with a step budget of three model answers (the reads below spend it)."""
+    small = replace(services, settings=services.settings.model_copy(update={"step_budget": 3}))
+    return Turns(TurnRunner(build_graph(small, checkpointer=await open_checkpointer(db)), small))
+
+
 def _three_reads(model: ScriptedModel) -> None:
     model.push(call("mail__list", {}), call("mail__read", {"message_id": "#1"}), call("mail__read", {"message_id": "#2"}))
 

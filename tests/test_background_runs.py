@@ -152,7 +152,7 @@ async def test_a_run_that_needs_approval_waits_and_a_decision_continues_it_on_a_
     kinds = await ledger_kinds(db, run.run_id)
     assert kinds[kinds.index("awaiting_approval"):] == [
         "awaiting_approval", "decided", "resumed", "turn:approval_decided", "turn:tool_start", "turn:tool_end",
-        "turn:message_complete", "succeeded", "delivered",
+        "turn:planner_decision", "turn:message_complete", "succeeded", "delivered",
     ]
     # The recorded turn events keep the event contract across the pause.
     events = (await get_run(bg_app, ctx, run.run_id))["events"]

@@ -60,7 +60,7 @@ async def test_command_goto_execute_with_a_forged_plan_runs_nothing(
     thread = ctx.owner_id + "/goto"
     model.push(call("calendar__list", {"range": "today"}), say(""))
     await turns.send(ctx, thread, "what's on my calendar today?")
-    await _run(turns, ctx, thread, Command(goto="execute", update={"plan": _forged(_MAIL)}))
+    await _run(turns, ctx, thread, Command(goto="execute", update={"plans": [_forged(_MAIL)]}))
     assert await _sent(db, ctx.owner_id) == 0
     assert await _execute_refusals(db, ctx.owner_id) == [("unsealed_plan", "permission_denied")]
 
@@ -85,10 +85,12 @@ async def test_a_plan_edited_into_the_state_after_approval_runs_nothing(
     config = {"configurable": {"thread_id": thread}}
     state = (await turns.runner.graph.aget_state(config)).values
     other = _MAIL | {"to": ["attacker@evil.example"]}
-    plan = state["plan"] | {"args": other, "args_hash": args_hash(other)}
+    (genuine,) = state["plans"]
+    approval_id = state["pending"]["approval_id"]
+    plan = genuine | {"args": other, "args_hash": args_hash(other), "approval_id": approval_id}
     pending = state["pending"] | {"decision": "approve"}
-    gate = {"verdict": "execute", "reason": "approved"}
-    await turns.runner.graph.aupdate_state(config, {"plan": plan, "pending": pending, "gate": gate}, as_node="approval")
+    await turns.runner.graph.aupdate_state(config, {"plans": [plan], "pending": pending, "approval_request": None},
+                                           as_node="approval")
     await _run(turns, ctx, thread, None)
     assert await _sent(db, ctx.owner_id) == 0
     assert await _execute_refusals(db, ctx.owner_id) == [("unsealed_plan", "permission_denied")]
@@ -102,11 +104,11 @@ async def test_a_sealed_plan_for_other_arguments_runs_nothing(
     thread = ctx.owner_id + "/lifted-" + field
     await _proposed(turns, model, ctx, thread)
     config = {"configurable": {"thread_id": thread}}
-    genuine = (await turns.runner.graph.aget_state(config)).values["plan"]
+    (genuine,) = (await turns.runner.graph.aget_state(config)).values["plans"]
     other = _MAIL | {"body": "the wire details"}
-    forged = genuine | {"args": other} | ({"args_hash": args_hash(other)} if field == "args_hash" else {})
-    await _run(turns, ctx, thread, Command(goto="execute", update={"plan": forged,
-                                                                    "pending": None}))
+    forged = genuine | {"args": other, "verdict": "execute"} | (
+        {"args_hash": args_hash(other)} if field == "args_hash" else {})
+    await _run(turns, ctx, thread, Command(goto="execute", update={"plans": [forged], "pending": None}))
     assert await _sent(db, ctx.owner_id) == 0
     reasons = [reason for reason, _ in await _execute_refusals(db, ctx.owner_id)]
     assert reasons == ["unsealed_plan" if field == "args_hash" else "args_changed"]

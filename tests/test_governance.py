@@ -213,7 +213,7 @@ async def _edit_adds_secret(turns: Turns, model: ScriptedModel, ctx: Context, th
     model.push(call("mail__send", MAIL))
     out = await turns.send(ctx, thread, "email sam")
     assert out.approval is not None
-    edit = {"type": "edit", "edited_action": {"name": "mail__send", "args": MAIL | {"body": f"key {AWS_KEY_ID}"}}}
+    edit = {"type": "edit", "run": True, "edited_action": {"name": "mail__send", "args": MAIL | {"body": f"key {AWS_KEY_ID}"}}}
     done = await turns.decide(ctx, out.approval.approval_id, edit)
     assert done.outcome == "refused"
 
@@ -310,7 +310,7 @@ async def test_a_secret_in_mail_becomes_a_warned_approval_whose_preview_is_what_
 async def test_an_approval_free_write_with_a_finding_needs_approval(
     gov_turns: Turns, model: ScriptedModel, ctx: Context, db: Database
 ) -> None:
-    model.push(call("scratch__jot", {"text": "remember milk"}), call("scratch__jot", {"text": "card 4111 1111 1111 1111"}))
+    model.push(call("scratch__jot", {"text": "remember milk"}), say(""), call("scratch__jot", {"text": "card 4111 1111 1111 1111"}))
     clean = await gov_turns.send(ctx, ctx.owner_id + "/jot", "jot milk")
     assert clean.outcome == "executed" and clean.approval is None
     flagged = await gov_turns.send(ctx, ctx.owner_id + "/jot", "jot my card")
@@ -325,7 +325,7 @@ async def test_shadow_mode_records_without_acting(services: Services, db: Databa
     shadow = replace(services, settings=services.settings.model_copy(update={"governance_mode": "shadow"}),
                      registry=Registry((*builtin_tools(), _NOTES)))
     turns = Turns(TurnRunner(build_graph(shadow, checkpointer=await open_checkpointer(db)), shadow))
-    model.push(call("scratch__jot", {"text": f"key {AWS_KEY_ID}"}), call("scratch__export", {"text": "x"}))
+    model.push(call("scratch__jot", {"text": f"key {AWS_KEY_ID}"}), say(""), call("scratch__export", {"text": "x"}))
     out = await turns.send(ctx, ctx.owner_id + "/shadow", "jot the key")
     assert out.outcome == "executed"  # shadow: DLP only recorded
     refused = await turns.send(ctx, ctx.owner_id + "/shadow", "export")

@@ -20,7 +20,7 @@ from policies.approval import (
 )
 from policies.errors import ApprovalExpired, ApprovalInvalid
 from policies.fencing import fence, new_nonce, read_fence
-from policies.honesty import claims_action, honest_reply
+from policies.honesty import check_claims, claims_in
 from policies.ids import bind_ids
 from policies.tiers import classify_tier, looks_destructive
 
@@ -203,17 +203,21 @@ def test_nonce_is_deterministic_per_call_and_distinct_across_calls() -> None:
         ("Here are your events for today.", False),
         ("Shall I cancel it? I need your approval first.", False),
         ("You have 3 tasks.", False),
+        ("Updated roadmap review is at 3pm.", False),
+        ("Your email was sent to Sam.", True),
+        ("I'll send it once you approve.", False),
+        ("Nothing was sent.", False),
     ],
 )
 def test_honesty_detects_claims(reply: str, claims: bool) -> None:
-    assert claims_action(reply) is claims
+    assert bool(claims_in(reply)) is claims
 
 
-def test_honesty_rewrites_only_unbacked_claims() -> None:
-    assert honest_reply("Sent it.", outcome="executed").rewritten is False
-    verdict = honest_reply("Sent it.", outcome="proposed", what="Send “Hi” to sam@example.com")
-    assert verdict.rewritten and "waiting for your approval" in verdict.text
-    assert honest_reply("Here you go.", outcome="rejected").rewritten is False
+def test_honesty_passes_only_claims_a_write_of_the_turn_backs() -> None:
+    assert check_claims("Sent it.", [("mail", "send")]).ok
+    assert not check_claims("Sent it.", []).ok  # nothing ran
+    assert not check_claims("I've sent it and cancelled the standup.", [("mail", "send")]).ok  # the cancel did not
+    assert check_claims("Here you go.", []).ok
 
 
 def test_fenced_data_cannot_close_its_own_fence() -> None:

@@ -63,7 +63,9 @@ async def test_approve_over_http_runs_exactly_the_previewed_write_once(api: Api,
 
     done = await api.decide(approval_id, {"type": "approve"})
     assert done.status == 200
-    assert [e["type"] for e in done.events] == ["approval_decided", "tool_start", "tool_end", "message_complete"]
+    # The write ran, then the loop asked the model again (it had nothing more to do), then the reply.
+    assert [e["type"] for e in done.events] == [
+        "approval_decided", "tool_start", "tool_end", "planner_decision", "message_complete"]
     assert done.events[0]["turn_id"] == proposal["turn_id"] and done.events[0]["seq"] == proposal["seq"] + 1
     assert done.last["data"]["outcome"] == "executed" and "Lunch with Sam" in done.last["data"]["text"]
     assert (await _calendar(db, api.owner))["Lunch with Sam"] == "cancelled"
@@ -77,11 +79,28 @@ async def test_approve_over_http_runs_exactly_the_previewed_write_once(api: Api,
 
 async def test_edit_over_http_is_checked_then_runs_on_the_edited_target(api: Api, db: Database) -> None:
     _, proposal = await api.list_then_propose()
-    done = await api.decide(proposal["data"]["approval_id"], {"type": "edit", "args": {"event_id": "#3"}})
+    done = await api.decide(proposal["data"]["approval_id"], {"type": "edit", "args": {"event_id": "#3"}, "run": True})
     assert done.status == 200 and done.events[0]["data"]["decision"] == "edit"
     assert done.last["data"]["outcome"] == "executed"
     calendar = await _calendar(db, api.owner)
     assert calendar["Design review"] == "cancelled" and calendar["Lunch with Sam"] == "confirmed"
+
+
+async def test_an_edit_over_http_comes_back_as_a_new_preview_to_approve(api: Api, db: Database) -> None:
+    _, proposal = await api.list_then_propose()
+    done = await api.decide(proposal["data"]["approval_id"], {"type": "edit", "args": {"event_id": "#3"}})
+    assert done.status == 200 and done.last["type"] == "approval_required"
+    fresh = done.last["data"]
+    assert fresh["approval_id"] != proposal["data"]["approval_id"] and "Design review" in fresh["preview"]
+    assert (await _calendar(db, api.owner))["Design review"] == "confirmed"  # nothing ran yet
+    listed = (await api.get("/v1/approvals")).json()["approvals"]
+    assert [a["approval_id"] for a in listed] == [fresh["approval_id"]]
+    assert listed[0]["actions"][0]["preview"] == fresh["preview"]
+    approved = await api.decide(fresh["approval_id"], {"type": "approve"})
+    assert approved.last["data"]["outcome"] == "executed"
+    calendar = await _calendar(db, api.owner)
+    assert calendar["Design review"] == "cancelled" and calendar["Lunch with Sam"] == "confirmed"
+    assert await _effects(db, api.owner) == 1
 
 
 async def test_an_edit_naming_an_item_off_the_list_is_refused_and_the_approval_stays_pending(

@@ -90,7 +90,7 @@ async def test_reconnecting_to_a_turn_in_flight_follows_it_to_its_end(api: Api, 
             await blocker.execute("COMMIT")  # let the write go on
             tail = [(message.id, message.json()) for message in [m async for m in src.aiter_sse()]]
 
-    assert [event["type"] for _, event in tail] == ["tool_end", "message_complete"]
+    assert [event["type"] for _, event in tail] == ["tool_end", "planner_decision", "message_complete"]
     assert [sse_id for sse_id, _ in tail] == [str(event["id"]) for _, event in tail]
     assert tail[-1][1]["data"]["outcome"] == "executed"
     api.contract.check_run(head + [event for _, event in tail], resume=True)

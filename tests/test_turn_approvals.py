@@ -78,6 +78,26 @@ async def test_edit_is_validated_then_runs_on_the_edited_target(
     out = await _list_then_cancel_second(turns, model, ctx, ctx.owner_id + "/t-edit")
     assert out.approval is not None
     edit = {"type": "edit", "edited_action": {"name": "calendar__cancel_event", "args": {"event_id": "#3"}}}
+    shown = await turns.decide(ctx, out.approval.approval_id, edit)
+    # The edit runs nothing yet: it comes back as a new approval with the edited call's own preview.
+    assert shown.outcome == "proposed" and shown.approval is not None
+    assert shown.approval.approval_id != out.approval.approval_id and "Design review" in shown.approval.preview
+    assert (await _events(db, ctx.owner_id))["Design review"] == "confirmed"
+    assert [p.approval_id for p in await turns.runner.pending_approvals(ctx)] == [shown.approval.approval_id]
+    done = await turns.decide(ctx, shown.approval.approval_id, {"type": "approve"})
+    assert done.outcome == "executed"
+    state = await _events(db, ctx.owner_id)
+    assert state["Design review"] == "cancelled" and state["Lunch with Sam"] == "confirmed"
+    assert await _effects(db, ctx.owner_id) == 1
+
+
+async def test_edit_and_run_runs_the_edited_call_at_once(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database
+) -> None:
+    out = await _list_then_cancel_second(turns, model, ctx, ctx.owner_id + "/t-edit-run")
+    assert out.approval is not None
+    edit = {"type": "edit", "run": True,
+            "edited_action": {"name": "calendar__cancel_event", "args": {"event_id": "#3"}}}
     done = await turns.decide(ctx, out.approval.approval_id, edit)
     assert done.outcome == "executed"
     state = await _events(db, ctx.owner_id)

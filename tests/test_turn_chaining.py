@@ -22,14 +22,17 @@ async def test_list_then_read_chains_in_one_turn(turns: Turns, model: ScriptedMo
     assert out.reply is not None and "Lunch today?" in out.reply
 
 
-async def test_the_step_budget_bounds_a_turn(turns: Turns, model: ScriptedModel, ctx: Context) -> None:
-    model.push(
-        call("mail__list", {}),
-        call("mail__read", {"message_id": "#1"}),
-        call("mail__read", {"message_id": "#2"}),
-    )
+async def test_the_step_budget_bounds_a_turn(
+    services: Services, db: Database, model: ScriptedModel, ctx: Context
+) -> None:
+    small = replace(services, settings=services.settings.model_copy(update={"step_budget": 2}))
+    turns = Turns(TurnRunner(build_graph(small, checkpointer=await open_checkpointer(db)), small))
+    model.strict = True  # a third model answer would fail the test: the budget must stop the loop first
+    model.push(call("mail__list", {}), call("mail__read", {"message_id": "#1"}))
     out = await turns.send(ctx, ctx.owner_id + "/budget", "read everything")
-    assert len([e for e in out.events if e["type"] == "tool_start"]) == 3  # default budget, then the reply
+    assert [e["data"]["action"] for e in out.events if e["type"] == "tool_start"] == ["list", "read"]
+    # The budget ends the loop with an offer to go on in the background, as a proposal to approve.
+    assert out.outcome == "proposed" and out.approval is not None and out.approval.tool == "background"
 
 
 async def test_the_same_list_runs_at_most_once_per_turn(turns: Turns, model: ScriptedModel, ctx: Context) -> None:

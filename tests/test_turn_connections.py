@@ -32,7 +32,8 @@ async def test_more_concurrent_turns_than_pool_connections_all_complete(
             asyncio.gather(*(app.runner.send(ctx, thread, _ASK) for thread in threads)), timeout=120
         )
     assert [out.outcome for out in outcomes] == ["read"] * len(threads)
-    assert [await _transcript_rows(db, thread) for thread in threads] == [2] * len(threads)
+    # Each turn's request, its tool exchange and its reply.
+    assert [await _transcript_rows(db, thread) for thread in threads] == [3] * len(threads)
 
 
 async def test_turns_waiting_on_a_slow_model_hold_no_connection(settings: Settings, db: Database, ctx: Context) -> None:

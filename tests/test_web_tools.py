@@ -124,9 +124,9 @@ async def test_fetched_text_reaches_models_only_as_fenced_data(
     assert content.count("\n</data nonce=") == 1 and not content.rstrip().endswith("00000000>")
     # The naturalizer saw the same page only inside its own fence.
     system = next(m for m in naturalizer.prompts[0] if isinstance(m, SystemMessage))
-    fenced = read_fence(str(system.content), "tool_result")
-    assert fenced is not None and "IMPORTANT SYSTEM INSTRUCTION" in fenced["item"]["text"]
-    before_fence = str(system.content).split("<data kind=tool_result", 1)[0]
+    fenced = read_fence(str(system.content), "tool_results")
+    assert fenced is not None and "IMPORTANT SYSTEM INSTRUCTION" in fenced[0]["item"]["text"]
+    before_fence = str(system.content).split("<data kind=tool_results", 1)[0]
     assert "IMPORTANT SYSTEM INSTRUCTION" not in before_fence
     naturalizer.assert_complete()
 

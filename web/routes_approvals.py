@@ -41,14 +41,18 @@ async def decide(
 ) -> Response:
     """Decide a pending approval and resume its turn; the events continue the turn's sequence.
 
-    An approval runs once: deciding one that is no longer pending (decided, superseded by a
-    newer message) answers 409 and nothing runs. An edit goes through every check again.
+    A request of several actions takes ``{"decisions": [...]}``, one per action in order (the id
+    may be the request's or any of its actions'). An approval runs once: deciding one that is no
+    longer pending (decided, superseded by a newer message) answers 409 and nothing runs, and so
+    does a wrong count or a decision the action does not allow (the request stays pending). An
+    edit goes through every check again and comes back as a new approval with its own preview,
+    unless it asks to ``run``.
     """
     approval = await store.require_approval(principal.app.services.db, principal.owner_id, approval_id)
-    decision = runner_decision(body, approval.tool, approval.action)
+    decision = runner_decision(body, list(approval.names) or [f"{approval.tool}__{approval.action}"])
     if approval.thread_id.startswith("bg:"):
         # A background run's approval: a worker continues the run; 202 with the run id.
-        run_id = await decide_background(principal.app, principal.context, approval_id, decision)
+        run_id = await decide_background(principal.app, principal.context, approval.request_id or approval_id, decision)
         return JSONResponse({"run_id": run_id, "status": "queued"}, status_code=202)
     run, first = await principal.hub.start(
         principal.owner_id, approval.thread_id, principal.app.runner.stream_decision(principal.context, approval_id, decision)

@@ -10,6 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from graph.events import EventType
 from policies.errors import ErrorCode
+from policies.hitl import MAX_ACTIONS
 from policies.storable import MAX_DEPTH, depth_of, unstorable
 
 if TYPE_CHECKING:
@@ -97,12 +98,15 @@ def _bounded(args: dict[str, Any]) -> dict[str, Any]:
 
 
 class EditBody(_Wire):
-    """Run the same action with new arguments, checked like the model's were."""
+    """The same action with new arguments, checked like the model's were: shown again as a new
+    approval with its own preview, or run at once with ``run``."""
 
     type: Literal["edit"]
     """The decision."""
     args: Annotated[dict[str, Any], AfterValidator(_bounded)]
     """The new arguments (positions such as ``"#3"`` resolve against the thread's latest list)."""
+    run: bool = False
+    """Run the edited call at once instead of returning its new preview for approval."""
 
 
 class RejectBody(_Wire):
@@ -114,17 +118,36 @@ class RejectBody(_Wire):
     """Why (optional)."""
 
 
-DecisionRequest = Annotated[ApproveBody | EditBody | RejectBody, Field(discriminator="type")]
-"""``POST /v1/approvals/{id}/decision``: what the reviewer decided, discriminated by ``type``."""
+SingleDecision = Annotated[ApproveBody | EditBody | RejectBody, Field(discriminator="type")]
+"""One decision, discriminated by ``type``."""
 
 
-def runner_decision(body: ApproveBody | EditBody | RejectBody, tool: str, action: str) -> dict[str, Any]:
-    """The runner's decision value (an edit names the same action: only its details change)."""
+class DecisionsBody(_Wire):
+    """One decision per action of the request, in the order of its ``actions``."""
+
+    decisions: Annotated[list[SingleDecision], Field(min_length=1, max_length=MAX_ACTIONS)]
+    """The decisions, in order (the count must be the request's)."""
+
+
+DecisionRequest = ApproveBody | EditBody | RejectBody | DecisionsBody
+"""``POST /v1/approvals/{id}/decision``: one decision (a request of one action), or ``decisions``."""
+
+
+def _runner_one(body: ApproveBody | EditBody | RejectBody, name: str) -> dict[str, Any]:
     if isinstance(body, EditBody):
-        return {"type": "edit", "edited_action": {"name": f"{tool}__{action}", "args": body.args}}
+        return {"type": "edit", "edited_action": {"name": name, "args": body.args}, "run": body.run}
     if isinstance(body, RejectBody):
         return {"type": "reject", "message": body.message}
     return {"type": "approve"}
+
+
+def runner_decision(body: DecisionRequest, names: list[str]) -> dict[str, Any] | list[dict[str, Any]]:
+    """The runner's decision value(s); ``names`` are the request's actions' function names, in order
+    (an edit names its own action: only its details change). A count that does not match the
+    request is left for the runner to refuse."""
+    if isinstance(body, DecisionsBody):
+        return [_runner_one(d, names[min(i, len(names) - 1)]) for i, d in enumerate(body.decisions)]
+    return _runner_one(body, names[0])
 
 
 class ThreadsQuery(_Wire):
@@ -202,8 +225,27 @@ SSE_MESSAGE_SCHEMA: dict[str, Any] = {
 """How each SSE message of a turn stream is documented (OpenAPI 3.1: ``schema`` describes one message)."""
 
 
+class ApprovalActionOut(BaseModel):
+    """One action of a pending approval request."""
+
+    approval_id: str
+    """The action's own approval id."""
+    tool: str
+    """Tool name."""
+    action: str
+    """Action name."""
+    preview: str
+    """The server-rendered description of what it will do."""
+    args: dict[str, Any]
+    """The exact arguments it will run with."""
+    allowed_decisions: list[str]
+    """The decisions a reviewer may take for it."""
+
+
 class ApprovalOut(BaseModel):
-    """A pending approval: what will run if approved."""
+    """A pending approval request: what will run if approved. The top-level fields describe its
+    first action (all of it, for a request of one action); ``actions`` lists every action, and a
+    decision of the request carries one decision per action, in that order."""
 
     approval_id: str
     """Its id (path parameter of the decision route)."""
@@ -219,6 +261,8 @@ class ApprovalOut(BaseModel):
     """The exact arguments that will run (what an ``edit`` replaces)."""
     expires_at: str
     """ISO 8601 expiry; after it the approval resolves as rejected."""
+    actions: list[ApprovalActionOut] = Field(default_factory=list)
+    """Every action of the request, in order."""
 
     @classmethod
     def of(cls, pending: PendingApproval) -> ApprovalOut:

@@ -66,6 +66,7 @@ async def _result(hub: TurnHub, run: LiveRun, first: TurnEvent) -> TurnResult:
             approval = ApprovalOut(
                 approval_id=data["approval_id"], thread_id=run.thread_id, tool=data["tool"], action=data["action"],
                 preview=data["preview"], args=data["args"], expires_at=data["expires_at"],
+                actions=data.get("actions") or [],
             )
     return TurnResult(
         thread_id=run.thread_id, turn_id=first["turn_id"], outcome=outcome, reply=reply, approval=approval,

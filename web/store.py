@@ -74,6 +74,10 @@ class ApprovalRef:
     """Tool name."""
     action: str
     """Action name."""
+    request_id: str = ""
+    """The request it belongs to (its first action's id)."""
+    names: tuple[str, ...] = ()
+    """The function names of the request's actions, in order."""
 
 
 async def create_thread(db: Database, owner_id: str) -> str:
@@ -136,14 +140,18 @@ async def require_approval(db: Database, owner_id: str, approval_id: str) -> App
     """The caller's approval (any status), or :class:`NotFound`."""
     async with db.pool.connection() as conn:
         cur = await conn.execute(
-            "SELECT approval_id, thread_id, tool, action FROM approvals WHERE approval_id = %s AND owner_id = %s",
+            """SELECT a.approval_id, a.thread_id, a.tool, a.action, a.request_id,
+                      (SELECT array_agg(r.tool || '__' || r.action ORDER BY r.position) FROM approvals r
+                       WHERE r.request_id = a.request_id) AS names
+               FROM approvals a WHERE a.approval_id = %s AND a.owner_id = %s""",
             (approval_id, owner_id),
         )
         row = await cur.fetchone()
     if row is None:
         raise NotFound("approval", approval_id)
     return ApprovalRef(
-        approval_id=row["approval_id"], thread_id=row["thread_id"], tool=row["tool"], action=row["action"]
+        approval_id=row["approval_id"], thread_id=row["thread_id"], tool=row["tool"], action=row["action"],
+        request_id=row["request_id"], names=tuple(row["names"] or ()),
     )
 
 
@@ -188,7 +196,7 @@ async def transcript(db: Database, thread_id: str, limit: int) -> list[MessageOu
         cur = await conn.execute(
             """SELECT role, content, turn_id, created_at FROM (
                    SELECT id, role, content, turn_id, created_at FROM transcript
-                   WHERE thread_id = %s ORDER BY id DESC LIMIT %s) recent
+                   WHERE thread_id = %s AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT %s) recent
                ORDER BY id""",
             (thread_id, limit),
         )

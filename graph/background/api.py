@@ -28,7 +28,7 @@ from graph.background.store import (
 from graph.background.store import list_runs as _list_runs
 from graph.state import Context
 from policies.errors import ApprovalInvalid, InvalidArgs, NotFound
-from policies.hitl import Decision
+from policies.hitl import MAX_ACTIONS, Decision, decision_kind
 from policies.storable import unstorable
 from tools._render import clip
 
@@ -162,16 +162,20 @@ async def unpause_run(app: App, ctx: Context, run_id: str) -> BackgroundRun:
         return withdrawn or run
 
 
-async def decide_background(app: App, ctx: Context, approval_id: str, decision: dict[str, Any]) -> str:
+async def decide_background(
+    app: App, ctx: Context, approval_id: str, decision: dict[str, Any] | list[dict[str, Any]]
+) -> str:
     """Decide the approval a background run waits on; a worker continues the run. Returns the run id.
 
     The decision is checked for shape here; the token, expiry and arguments are checked by the
     graph on the worker, exactly as for a chat approval. Deciding twice is refused.
     """
     try:
-        checked = _DECISION.validate_python(decision)
+        checked = [_DECISION.validate_python(d) for d in (decision if isinstance(decision, list) else [decision])]
     except ValidationError:
         raise ApprovalInvalid("malformed decision") from None
+    if not 1 <= len(checked) <= MAX_ACTIONS:
+        raise ApprovalInvalid("malformed decision")
     await ensure_queue_schema(app.services.db)
     async with app.services.db.pool.connection() as conn, conn.transaction():
         cur = await conn.execute(
@@ -190,9 +194,11 @@ async def decide_background(app: App, ctx: Context, approval_id: str, decision: 
         moved = await transition(conn, run_id, from_=("awaiting_approval",), to="queued")
         if moved is None:
             raise ApprovalInvalid("the run is not waiting on this approval")
-        await add_event(conn, run_id, "decided", data={"approval_id": approval_id, "decision": checked.type})
+        kinds = [c.type for c in checked]
+        await add_event(conn, run_id, "decided", data={"approval_id": approval_id, "decision": decision_kind(kinds)})
+        dumped = [c.model_dump(mode="json", exclude_none=True) for c in checked]
         await defer_run_job(
             conn, RUN_DECIDE, run_id=run_id, owner_id=ctx.owner_id, approval_id=approval_id,
-            decision=checked.model_dump(mode="json", exclude_none=True),
+            decision=dumped if isinstance(decision, list) else dumped[0],
         )
     return run_id

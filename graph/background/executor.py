@@ -28,6 +28,7 @@ from graph.background.store import BackgroundRun, add_event, load_run, transitio
 from graph.events import TurnEvent
 from graph.state import Context
 from graph.leases import LeaseLost
+from policies.hitl import decision_kind
 from policies.errors import ApprovalInvalid, ErrorCode, TollgateError
 
 __all__ = ["RunLost", "Runtime", "WorkerHooks", "fail_run", "resume_run", "start_run"]
@@ -283,8 +284,11 @@ async def start_run(rt: Runtime, run_id: str, *, job_attempt: int) -> None:
     await _guarded(rt, run, job_attempt, body)
 
 
-async def resume_run(rt: Runtime, run_id: str, approval_id: str, decision: dict[str, Any], *, job_attempt: int) -> None:
-    """Continue a run with the owner's decision on its approval."""
+async def resume_run(
+    rt: Runtime, run_id: str, approval_id: str, decision: dict[str, Any] | list[dict[str, Any]], *, job_attempt: int
+) -> None:
+    """Continue a run with the owner's decision (one per action of its request) on its approval."""
+    kind = decision_kind([str(d.get("type")) for d in (decision if isinstance(decision, list) else [decision])])
     run = await _begin(rt, run_id, job_attempt, "resumed")
     if run is None:
         return
@@ -294,12 +298,12 @@ async def resume_run(rt: Runtime, run_id: str, approval_id: str, decision: dict[
         if pending == approval_id:
             events = rt.app.runner.stream_decision(_ctx(run), approval_id, decision)
             result = await _drive(rt, run, events, run.attempts, pausable=False)
-            await _finish(rt, run, result, run.attempts, str(decision.get("type")))
+            await _finish(rt, run, result, run.attempts, kind)
             return
         finished = _finished(values) if pending is None else None
         if finished is None:
             raise ApprovalInvalid("the run's approval is no longer pending")
-        await _finish(rt, run, finished, run.attempts, str(decision.get("type")))
+        await _finish(rt, run, finished, run.attempts, kind)
 
     await _guarded(rt, run, job_attempt, body)
 
