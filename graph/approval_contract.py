@@ -27,7 +27,7 @@ from graph.approvals import requested
 
 __all__ = ["ApprovalContractViolation", "ApprovalRow", "check_approvals"]
 
-_ROWS_SQL = """SELECT a.approval_id, a.thread_id, a.status, coalesce(e.state = 'done', false) AS ran,
+_ROWS_SQL = """SELECT a.approval_id, a.request_id, a.thread_id, a.status, coalesce(e.state = 'done', false) AS ran,
                       (l.holder IS NOT NULL AND l.expires_at > clock_timestamp()) AS held
                FROM approvals a
                LEFT JOIN effects e ON e.idem_key = a.approval_id
@@ -67,9 +67,9 @@ async def check_approvals(
         mine = [r for r in rows if r["thread_id"] == thread_id]
         if any(r["held"] for r in mine):
             continue  # a turn holds it: its approvals are moving
-        pending = [r["approval_id"] for r in mine if r["status"] == "pending"]
+        pending = sorted({r["request_id"] for r in mine if r["status"] == "pending"})
         if len(pending) > 1:
-            raise ApprovalContractViolation(f"thread {thread_id!r} has {len(pending)} pending approvals")
+            raise ApprovalContractViolation(f"thread {thread_id!r} has {len(pending)} pending approval requests")
         for r in mine:
             if r["status"] in ("approved", "executing"):
                 raise ApprovalContractViolation(f"approval {r['approval_id']!r} is {r['status']} with no turn running")

@@ -14,7 +14,12 @@ import pytest
 from playwright.async_api import ConsoleMessage, Page, async_playwright, expect
 
 from graph.db import Database
-from tests.server_harness import Api, LiveServer
+from graph.settings import Settings
+from tests.fakes import ScriptedModel, call, calls, say
+from tests.harness import Clock
+from tests.server_harness import Api, LiveServer, serve
+from tools.demo import seed_demo
+from web.auth import issue_token
 
 CHROMIUM = Path("/usr/bin/chromium")
 _ARGS = [
@@ -105,3 +110,65 @@ async def test_chat_then_approve_from_the_approval_chip(
 def _is_error(message: ConsoleMessage) -> bool:
     return message.type == "error"
 
+
+
+async def test_a_request_of_two_actions_is_decided_per_action_then_sent_once(
+    settings: Settings, db: Database, owner: str, chromium: Path, tmp_path: Path
+) -> None:
+    """A model answer with two writes: two chips, a decision on each, one resume with both."""
+    from tests.conftest import NOW
+
+    async with db.pool.connection() as conn, conn.transaction():
+        await seed_demo(conn, owner, NOW, "Europe/Paris")
+    token = await issue_token(db, owner, label="test")
+    model = ScriptedModel(steps=[
+        call("calendar__list", {"range": "today"}), say(""),
+        calls(("calendar__cancel_event", {"event_id": "#2"}),
+              ("mail__send", {"to": ["sam@example.com"], "subject": "Lunch", "body": "Sorry, I can't make it."})),
+        say("I cancelled the lunch and did not write to Sam."),
+    ])
+    problems: list[str] = []
+    roomy = settings.model_copy(update={"rate_limit_burst": 100_000, "rate_limit_per_minute": 1_000_000})
+    with serve(roomy, clock=Clock(NOW), picker_model=model) as server:
+        async with async_playwright() as pw:
+            context = await pw.chromium.launch_persistent_context(
+                str(tmp_path / "profile"), executable_path=str(chromium), headless=True, args=_ARGS,
+                viewport={"width": 1280, "height": 800},
+            )
+            try:
+                page = context.pages[0] if context.pages else await context.new_page()
+                page.on("console", lambda m: problems.append(m.text) if _is_error(m) else None)
+                page.on("pageerror", lambda e: problems.append(str(e)))
+                await page.goto(f"{server.url}/?token={token}")
+                await expect(page.locator("#status")).to_have_text("Ready", timeout=_WAIT_MS)
+                await _send(page, "what's on my calendar today?")
+                await expect(page.locator(".msg.assistant .bubble.done").last).to_contain_text(
+                    "Lunch with Sam", timeout=_WAIT_MS)
+
+                await _send(page, "cancel the lunch and tell Sam")
+                request = page.locator(".request").last
+                await expect(request.locator(".request-head")).to_contain_text("2 actions", timeout=_WAIT_MS)
+                chips = request.locator(".chip")
+                await expect(chips).to_have_count(2)
+                await expect(chips.nth(0).locator(".chip-preview")).to_contain_text("Cancel “Lunch with Sam”")
+                await expect(chips.nth(1).locator(".chip-preview")).to_contain_text("sam@example.com")
+                send = request.locator("button.send-decisions")
+                await chips.nth(0).locator("button.approve").click()
+                await expect(send).to_be_disabled()  # one decision is not a full set
+                await chips.nth(1).locator("button.reject").click()
+                await chips.nth(1).locator("button.reject").click()  # confirm
+                await expect(chips.nth(1).locator(".chip-state")).to_have_text("Will reject")
+                assert await _lunch(db, owner) == "confirmed"  # nothing runs before the decisions are sent
+                _ARTIFACTS.mkdir(exist_ok=True)
+                await page.screenshot(path=str(_ARTIFACTS / "web-request.png"), full_page=True)
+                await send.click()
+                await expect(page.locator(".msg.assistant .bubble.done").last).to_contain_text(
+                    "I cancelled the lunch", timeout=_WAIT_MS)
+                await expect(request.locator(".request-state")).to_have_text("Decided: approve, reject")
+            finally:
+                await context.close()
+    assert await _lunch(db, owner) == "cancelled"
+    async with db.pool.connection() as conn:
+        cur = await conn.execute("SELECT count(*) AS n FROM mail_outbox WHERE owner_id = %s", (owner,))
+        assert (await cur.fetchone())["n"] == 0  # type: ignore[index]
+    assert problems == []

@@ -192,7 +192,7 @@ function runView() {
         if (bubble && !bubble.classList.contains("done")) { bubble.parentElement.remove(); bubble = null; }
         const li = document.createElement("li");
         li.className = "msg assistant";
-        li.append(renderChip({ ...event.data, thread_id: event.thread_id }));
+        li.append(renderRequest({ ...event.data, thread_id: event.thread_id }));
         $("#messages").append(li);
         li.scrollIntoView({ block: "end" });
       }
@@ -204,12 +204,17 @@ function runView() {
   };
 }
 
-function renderChip(approval) {
+// One action of a request: its preview, arguments and approve / edit / reject buttons (only the
+// decisions its review config allows). ``choose(decision)`` sends or records the decision and
+// resolves to the state to show, or rejects with the error.
+function renderChip(action, choose) {
   const chip = $("#chip-template").content.firstElementChild.cloneNode(true);
-  chip.dataset.approvalId = approval.approval_id;
-  $(".chip-action", chip).textContent = `${approval.tool}.${approval.action}`;
-  $(".chip-preview", chip).textContent = approval.preview;
-  $(".chip-args", chip).textContent = JSON.stringify(approval.args, null, 2);
+  chip.dataset.approvalId = action.approval_id;
+  $(".chip-action", chip).textContent = `${action.tool}.${action.action}`;
+  $(".chip-preview", chip).textContent = action.preview;
+  $(".chip-args", chip).textContent = JSON.stringify(action.args, null, 2);
+  const allowed = new Set(action.allowed_decisions || ["approve", "edit", "reject"]);
+  for (const kind of ["approve", "edit", "reject"]) $(`.${kind}`, chip).hidden = !allowed.has(kind);
   const editBox = $(".chip-edit", chip);
   const rejectBox = $(".chip-reject", chip);
   const buttons = chip.querySelectorAll("button");
@@ -217,8 +222,7 @@ function renderChip(approval) {
     buttons.forEach((b) => { b.disabled = true; });
     $(".chip-state", chip).textContent = "Sending…";
     try {
-      await runTurn(`/v1/approvals/${encodeURIComponent(approval.approval_id)}/decision`, decision);
-      $(".chip-state", chip).textContent = `Decided: ${decision.type}`;
+      $(".chip-state", chip).textContent = await choose(decision);
       chip.classList.add("decided");
     } catch (err) {
       $(".chip-state", chip).textContent = `Not sent: ${err.message}`;
@@ -228,7 +232,7 @@ function renderChip(approval) {
   $(".approve", chip).addEventListener("click", () => decide({ type: "approve" }));
   $(".edit", chip).addEventListener("click", () => {
     if (editBox.hidden) {
-      $(".edit-args", chip).value = JSON.stringify(approval.args, null, 2);
+      $(".edit-args", chip).value = JSON.stringify(action.args, null, 2);
       editBox.hidden = false;
       $(".edit", chip).textContent = "Send edit";
       return;
@@ -250,6 +254,55 @@ function renderChip(approval) {
     decide(reason ? { type: "reject", message: reason } : { type: "reject" });
   });
   return chip;
+}
+
+// A pending approval request: one chip for one action; for several, a chip per action whose
+// buttons record a decision, then one "Send decisions" that resumes the turn with all of them,
+// in order (the server refuses a partial set, and the request stays pending).
+function renderRequest(approval) {
+  const path = `/v1/approvals/${encodeURIComponent(approval.approval_id)}/decision`;
+  const actions = approval.actions && approval.actions.length ? approval.actions : [approval];
+  if (actions.length === 1) {
+    return renderChip({ ...approval, ...actions[0] }, async (decision) => {
+      await runTurn(path, decision);
+      return `Decided: ${decision.type}`;
+    });
+  }
+  const box = document.createElement("div");
+  box.className = "request";
+  box.dataset.approvalId = approval.approval_id;
+  const head = document.createElement("p");
+  head.className = "request-head";
+  head.textContent = `${actions.length} actions need your approval: decide each, then send.`;
+  box.append(head);
+  const chosen = actions.map(() => null);
+  const submit = document.createElement("button");
+  submit.type = "button";
+  submit.className = "send-decisions";
+  submit.textContent = "Send decisions";
+  submit.disabled = true;
+  const note = document.createElement("p");
+  note.className = "request-state";
+  actions.forEach((action, i) => {
+    box.append(renderChip(action, async (decision) => {
+      chosen[i] = decision;
+      submit.disabled = chosen.some((d) => d === null);
+      return `Will ${decision.type}`;
+    }));
+  });
+  submit.addEventListener("click", async () => {
+    submit.disabled = true;
+    note.textContent = "Sending…";
+    try {
+      await runTurn(path, { decisions: chosen });
+      note.textContent = `Decided: ${chosen.map((d) => d.type).join(", ")}`;
+    } catch (err) {
+      note.textContent = `Not sent: ${err.message}`;
+      if (err.status !== 409) submit.disabled = false;
+    }
+  });
+  box.append(submit, note);
+  return box;
 }
 
 // ---- actions ------------------------------------------------------------------------------
@@ -307,7 +360,7 @@ async function loadThread() {
     if (thread.pending_approval) {
       const li = document.createElement("li");
       li.className = "msg assistant";
-      li.append(renderChip(thread.pending_approval));
+      li.append(renderRequest(thread.pending_approval));
       $("#messages").append(li);
     }
   } catch (err) {
