@@ -82,9 +82,26 @@ _LEADING_OBJECT: Final = re.compile(
     rf"out|over|back|down|in|on)\b|^(?:{_VERBS})\s+“…”",
     re.I,
 )
+# A statement about someone else's action, or about an earlier time, is not this turn's claim.
+_REPORTED: Final = re.compile(
+    r"\b(?:said|says|told\s+(?:me|you|us)|wrote|writes|mentioned|mentions|according\s+to|reports?|reported|"
+    r"asked|asks|claims?|confirms?\s+that)\b"
+    r"|\b(?:was|were|been|got)\s+\w+\s+by\s+(?!me\b|us\b|tollgate\b)\w+"
+    r"|\b(?:yesterday|last\s+(?:week|month|year|night|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
+    r"\d+\s+(?:days?|weeks?|months?|years?)\s+ago|on\s+(?:mon|tues|wednes|thurs|fri|satur|sun)day)\b",
+    re.I,
+)
+# A headline: a noun phrase, then a past participle that ends the clause ("Task added.",
+# "Reminder set for 5pm", "Event deleted").
+_HEADLINE: Final = re.compile(
+    rf"^(?:[\w’'“”…-]+\s+){{1,4}}(?:{_VERBS})(?=\s*(?:$|[.!:;,)]|\s+(?:for|to|at|on|in|from|with|as|by)\b))",
+    re.I,
+)
+_TRASH: Final = re.compile(r"\b(?:to|into|in)\s+(?:the\s+|your\s+)?(?:trash|bin|deleted\s+items)\b", re.I)
 _QUOTED: Final = re.compile(r"“[^”]*”|\"[^\"]*\"|‘[^’]*’|«[^»]*»|`[^`]*`")
 _SENTENCES: Final = re.compile(r"(?<=[.!?;:])\s+|\n+")
-_CLAUSES: Final = re.compile(rf",\s+(?:and|but|so)\s+|\s+(?:and|but)\s+(?=(?:I|we|it|your|{_VERBS})\b)", re.I)
+_CLAUSES: Final = re.compile(
+    rf",\s+(?:and|but|so)\s+|\s+(?:and|but)\s+(?=(?:I|we|it|your|the|a|an|my|both|all|{_VERBS})\b)", re.I)
 _LIST_ITEM: Final = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 
 
@@ -98,17 +115,24 @@ class Claim:
     """The sentence that claims it."""
 
 
-def _kind_of(sentence: str) -> ClaimKind | None:
-    """The kind of change ``sentence`` claims as done, or ``None``."""
-    if _DENIAL.search(sentence) or _PENDING.search(sentence) or sentence.rstrip().endswith("?"):
+def _kind_of(sentence: str, *, continues: bool = False) -> ClaimKind | None:
+    """The kind of change ``sentence`` claims as done, or ``None``; ``continues``: the clause
+    goes on a sentence whose subject it shares ("..., and emailed Priya")."""
+    if (_DENIAL.search(sentence) or _PENDING.search(sentence) or _REPORTED.search(sentence)
+            or sentence.rstrip().endswith("?")):
         return None
     lead = sentence.lstrip(" ✓✔✅-–—>").strip()
     match = _CLAIM.search(lead)
     if match is not None and match.start() == 0 and lead[: match.end()].lower() in _VERB_KINDS:
-        # A bare leading verb: a claim only when an object follows it.
-        if not _LEADING_OBJECT.match(lead):
+        # A bare leading verb: a claim only when an object follows it, or the clause continues
+        # a sentence ("I created the task and emailed Priya").
+        if not continues and not _LEADING_OBJECT.match(lead):
             match = _CLAIM.search(lead, match.end())
+    if match is None:
+        match = _HEADLINE.match(lead)
     if match is not None:
+        if _TRASH.search(lead):
+            return "remove"
         verb = match.group(0).split()[-1].lower().lstrip("'")
         for word in (verb, verb.removeprefix("'s"), verb.removeprefix("'re")):
             if word in _VERB_KINDS:
@@ -125,8 +149,8 @@ def claims_in(text: str) -> list[Claim]:
     for line in _SENTENCES.split(_QUOTED.sub("“…”", text)):
         if not line.strip() or _LIST_ITEM.match(line):
             continue
-        for clause in _CLAUSES.split(line):
-            kind = _kind_of(clause)
+        for index, clause in enumerate(_CLAUSES.split(line)):
+            kind = _kind_of(clause, continues=index > 0)
             if kind is not None:
                 out.append(Claim(kind, line.strip()))
     return out
