@@ -246,6 +246,46 @@ async def test_a_thread_started_through_the_runner_is_approved_in_studio(
     assert await _listed(settings, demo_owner) == []  # decided in Studio: no longer listed
 
 
+async def test_a_request_of_two_actions_is_shown_and_decided_in_studio(
+    studio: LangGraphClient, settings: Settings, db: Database, demo_owner: str
+) -> None:
+    """A model answer with two writes: Studio's interrupt lists both (HITL shape), one resume decides each."""
+    from tests.fakes import ScriptedModel, call, calls, say
+
+    ctx = Context(owner_id=demo_owner, timezone="UTC", channel="chat")
+    tid = str(uuid.uuid4())
+    model = ScriptedModel(steps=[
+        call("calendar__list", {"range": "today"}), say(""),
+        calls(("calendar__cancel_event", {"event_id": "#2"}),
+              ("mail__send", {"to": ["sam@example.com"], "subject": "Lunch", "body": "I can't make it."})),
+    ])
+    async with open_app(settings, picker_model=model) as app:
+        turns = Turns(app.runner)
+        await turns.send(ctx, tid, "what's on my calendar today?")
+        proposed = await turns.send(ctx, tid, "cancel the lunch and tell Sam")
+    assert proposed.approval is not None and len(proposed.approval.actions) == 2
+
+    await studio.threads.create(thread_id=tid, if_exists="do_nothing", graph_id="tollgate")
+    [interrupt] = (await studio.threads.get_state(tid))["interrupts"]
+    value = interrupt["value"]
+    assert [a["name"] for a in value["action_requests"]] == ["calendar__cancel_event", "mail__send"]
+    assert [c["allowed_decisions"] for c in value["review_configs"]] == [["approve", "edit", "reject"]] * 2
+    token = value["approval"]["token"]
+    # One decision for two actions: the node refuses it and asks again; nothing ran, still pending.
+    await studio.runs.wait(tid, "tollgate", command={"resume": {"token": token, "decisions": [{"type": "approve"}]}},
+                           context={"owner_id": demo_owner})
+    [again] = (await studio.threads.get_state(tid))["interrupts"]
+    assert again["value"]["approval"]["id"] == value["approval"]["id"]
+    assert (await _calendar(db, demo_owner))["Lunch with Sam"] == "confirmed"
+    assert await _listed(settings, demo_owner) == [proposed.approval.approval_id]
+    resume = {"token": token, "decisions": [{"type": "approve"}, {"type": "reject", "message": "not now"}]}
+    done = await _run(studio, tid, turns.contract, resume=True, command={"resume": resume},
+                      context={"owner_id": demo_owner})
+    assert _last(done, "message_complete")["outcome"] == "executed"
+    assert (await _calendar(db, demo_owner))["Lunch with Sam"] == "cancelled"
+    assert await _mail_sent(db, demo_owner) == 0
+
+
 async def test_a_studio_resume_as_another_owner_runs_nothing_and_leaves_the_approval_pending(
     studio: LangGraphClient, settings: Settings, db: Database, demo_owner: str
 ) -> None:
