@@ -8,6 +8,8 @@ installs it; elsewhere the test skips and says how to get it.
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -56,15 +58,9 @@ async def _lunch(db: Database, owner: str) -> str:
     return str(row["status"])
 
 
-async def _send(page: Page, text: str) -> None:
-    await page.fill("#message", text)
-    await page.click("#send")
-
-
-async def test_chat_then_approve_from_the_approval_chip(
-    api: Api, live_server: LiveServer, db: Database, chromium: Path, tmp_path: Path
-) -> None:
-    problems: list[str] = []
+@asynccontextmanager
+async def _page(chromium: Path, tmp_path: Path, problems: list[str]) -> AsyncIterator[Page]:
+    """A page of a fresh headless Chromium profile; script errors and CSP violations go to ``problems``."""
     async with async_playwright() as pw:
         context = await pw.chromium.launch_persistent_context(
             str(tmp_path / "profile"), executable_path=str(chromium), headless=True, args=_ARGS,
@@ -74,35 +70,47 @@ async def test_chat_then_approve_from_the_approval_chip(
             page = context.pages[0] if context.pages else await context.new_page()
             page.on("console", lambda m: problems.append(m.text) if _is_error(m) else None)
             page.on("pageerror", lambda e: problems.append(str(e)))
-
-            await page.goto(f"{live_server.url}/?token={api.token}")
-            assert "token=" not in page.url  # the demo link's token leaves the address bar at once
-            await expect(page.locator("#status")).to_have_text("Ready", timeout=_WAIT_MS)
-
-            await _send(page, "what's on my calendar today?")
-            listing = page.locator(".msg.assistant .bubble.done").last
-            await expect(listing).to_contain_text("Lunch with Sam", timeout=_WAIT_MS)
-
-            await _send(page, "cancel the 2nd one")
-            chip = page.locator(".chip").last
-            await expect(chip.locator(".chip-preview")).to_contain_text("Cancel “Lunch with Sam”", timeout=_WAIT_MS)
-            await expect(page.locator("#timeline .ev-approval_required")).to_have_count(1)
-            await expect(page.locator("#approvals li")).to_contain_text(["Cancel “Lunch with Sam”"])
-            assert await _lunch(db, api.owner) == "confirmed"  # nothing runs before the click
-            _ARTIFACTS.mkdir(exist_ok=True)
-            await page.screenshot(path=str(_ARTIFACTS / "web-chip.png"), full_page=True)
-
-            await chip.locator("button.approve").click()
-            result = page.locator(".msg.assistant .bubble.done").last
-            await expect(result).to_contain_text("Cancelled “Lunch with Sam”", timeout=_WAIT_MS)
-            await expect(chip.locator(".chip-state")).to_have_text("Decided: approve")
-            await expect(chip.locator("button.approve")).to_be_disabled()
-            await expect(page.locator("#approvals li")).to_have_text(["None"])
-            await expect(page.locator("#timeline .ev-message_complete")).to_have_count(2)
-
-            await page.screenshot(path=str(_ARTIFACTS / "web-approve.png"), full_page=True)
+            yield page
         finally:
             await context.close()
+
+
+async def _send(page: Page, text: str) -> None:
+    await page.fill("#message", text)
+    await page.click("#send")
+
+
+async def test_chat_then_approve_from_the_approval_chip(
+    api: Api, live_server: LiveServer, db: Database, chromium: Path, tmp_path: Path
+) -> None:
+    problems: list[str] = []
+    async with _page(chromium, tmp_path, problems) as page:
+        await page.goto(f"{live_server.url}/?token={api.token}")
+        assert "token=" not in page.url  # the demo link's token leaves the address bar at once
+        await expect(page.locator("#status")).to_have_text("Ready", timeout=_WAIT_MS)
+
+        await _send(page, "what's on my calendar today?")
+        listing = page.locator(".msg.assistant .bubble.done").last
+        await expect(listing).to_contain_text("Lunch with Sam", timeout=_WAIT_MS)
+
+        await _send(page, "cancel the 2nd one")
+        chip = page.locator(".chip").last
+        await expect(chip.locator(".chip-preview")).to_contain_text("Cancel “Lunch with Sam”", timeout=_WAIT_MS)
+        await expect(page.locator("#timeline .ev-approval_required")).to_have_count(1)
+        await expect(page.locator("#approvals li")).to_contain_text(["Cancel “Lunch with Sam”"])
+        assert await _lunch(db, api.owner) == "confirmed"  # nothing runs before the click
+        _ARTIFACTS.mkdir(exist_ok=True)
+        await page.screenshot(path=str(_ARTIFACTS / "web-chip.png"), full_page=True)
+
+        await chip.locator("button.approve").click()
+        result = page.locator(".msg.assistant .bubble.done").last
+        await expect(result).to_contain_text("Cancelled “Lunch with Sam”", timeout=_WAIT_MS)
+        await expect(chip.locator(".chip-state")).to_have_text("Decided: approve")
+        await expect(chip.locator("button.approve")).to_be_disabled()
+        await expect(page.locator("#approvals li")).to_have_text(["None"])
+        await expect(page.locator("#timeline .ev-message_complete")).to_have_count(2)
+
+        await page.screenshot(path=str(_ARTIFACTS / "web-approve.png"), full_page=True)
     assert await _lunch(db, api.owner) == "cancelled"
     assert problems == []  # no script errors, no CSP violations
 
@@ -130,43 +138,33 @@ async def test_a_request_of_two_actions_is_decided_per_action_then_sent_once(
     problems: list[str] = []
     roomy = settings.model_copy(update={"rate_limit_burst": 100_000, "rate_limit_per_minute": 1_000_000})
     with serve(roomy, clock=Clock(NOW), picker_model=model) as server:
-        async with async_playwright() as pw:
-            context = await pw.chromium.launch_persistent_context(
-                str(tmp_path / "profile"), executable_path=str(chromium), headless=True, args=_ARGS,
-                viewport={"width": 1280, "height": 800},
-            )
-            try:
-                page = context.pages[0] if context.pages else await context.new_page()
-                page.on("console", lambda m: problems.append(m.text) if _is_error(m) else None)
-                page.on("pageerror", lambda e: problems.append(str(e)))
-                await page.goto(f"{server.url}/?token={token}")
-                await expect(page.locator("#status")).to_have_text("Ready", timeout=_WAIT_MS)
-                await _send(page, "what's on my calendar today?")
-                await expect(page.locator(".msg.assistant .bubble.done").last).to_contain_text(
-                    "Lunch with Sam", timeout=_WAIT_MS)
+        async with _page(chromium, tmp_path, problems) as page:
+            await page.goto(f"{server.url}/?token={token}")
+            await expect(page.locator("#status")).to_have_text("Ready", timeout=_WAIT_MS)
+            await _send(page, "what's on my calendar today?")
+            await expect(page.locator(".msg.assistant .bubble.done").last).to_contain_text(
+                "Lunch with Sam", timeout=_WAIT_MS)
 
-                await _send(page, "cancel the lunch and tell Sam")
-                request = page.locator(".request").last
-                await expect(request.locator(".request-head")).to_contain_text("2 actions", timeout=_WAIT_MS)
-                chips = request.locator(".chip")
-                await expect(chips).to_have_count(2)
-                await expect(chips.nth(0).locator(".chip-preview")).to_contain_text("Cancel “Lunch with Sam”")
-                await expect(chips.nth(1).locator(".chip-preview")).to_contain_text("sam@example.com")
-                send = request.locator("button.send-decisions")
-                await chips.nth(0).locator("button.approve").click()
-                await expect(send).to_be_disabled()  # one decision is not a full set
-                await chips.nth(1).locator("button.reject").click()
-                await chips.nth(1).locator("button.reject").click()  # confirm
-                await expect(chips.nth(1).locator(".chip-state")).to_have_text("Will reject")
-                assert await _lunch(db, owner) == "confirmed"  # nothing runs before the decisions are sent
-                _ARTIFACTS.mkdir(exist_ok=True)
-                await page.screenshot(path=str(_ARTIFACTS / "web-request.png"), full_page=True)
-                await send.click()
-                await expect(page.locator(".msg.assistant .bubble.done").last).to_contain_text(
-                    "I cancelled the lunch", timeout=_WAIT_MS)
-                await expect(request.locator(".request-state")).to_have_text("Decided: approve, reject")
-            finally:
-                await context.close()
+            await _send(page, "cancel the lunch and tell Sam")
+            request = page.locator(".request").last
+            await expect(request.locator(".request-head")).to_contain_text("2 actions", timeout=_WAIT_MS)
+            chips = request.locator(".chip")
+            await expect(chips).to_have_count(2)
+            await expect(chips.nth(0).locator(".chip-preview")).to_contain_text("Cancel “Lunch with Sam”")
+            await expect(chips.nth(1).locator(".chip-preview")).to_contain_text("sam@example.com")
+            send = request.locator("button.send-decisions")
+            await chips.nth(0).locator("button.approve").click()
+            await expect(send).to_be_disabled()  # one decision is not a full set
+            await chips.nth(1).locator("button.reject").click()
+            await chips.nth(1).locator("button.reject").click()  # confirm
+            await expect(chips.nth(1).locator(".chip-state")).to_have_text("Will reject")
+            assert await _lunch(db, owner) == "confirmed"  # nothing runs before the decisions are sent
+            _ARTIFACTS.mkdir(exist_ok=True)
+            await page.screenshot(path=str(_ARTIFACTS / "web-request.png"), full_page=True)
+            await send.click()
+            await expect(page.locator(".msg.assistant .bubble.done").last).to_contain_text(
+                "I cancelled the lunch", timeout=_WAIT_MS)
+            await expect(request.locator(".request-state")).to_have_text("Decided: approve, reject")
     assert await _lunch(db, owner) == "cancelled"
     async with db.pool.connection() as conn:
         cur = await conn.execute("SELECT count(*) AS n FROM mail_outbox WHERE owner_id = %s", (owner,))
