@@ -30,7 +30,6 @@ from psycopg_pool import AsyncConnectionPool
 
 from graph.services import ServicesProvider
 from graph.state import Context, TurnState
-from policies.approval import args_hash as hash_args
 from policies.dlp import scan_text
 
 __all__ = [
@@ -231,36 +230,21 @@ async def _verify_rows(conn: AsyncConnection[Any]) -> ChainVerdict:
 
 NodeFn = Callable[..., Awaitable[dict[str, Any]]]
 
-_NODE_STAGES: Final[dict[str, Stage]] = {"picker": "picker", "id_validation": "ids", "approval": "approval"}
+_NODE_STAGES: Final[dict[str, Stage]] = {"picker": "picker"}
+"""Nodes whose refusals the wrapper audits (every other node audits its own, per call)."""
 
 
 def _record_from_update(
     stage: Stage, state: TurnState, update: Mapping[str, Any], ctx: Context, thread_id: str, mode: str
 ) -> AuditRecord | None:
     gate = update.get("gate") or {}
-    # The picker's refusals concern a call that never decoded: the state's plan is a previous step's.
-    plan = {} if stage == "picker" else (state.get("plan") or {})
-    turn_id = str(update.get("turn_id") or state.get("turn_id", ""))
-    tool, action = str(plan.get("tool", "")), str(plan.get("action", ""))
-    digest = str(plan.get("args_hash") or (hash_args(plan["args"]) if "args" in plan else ""))
-    if stage == "approval":
-        pending = update.get("pending") or {}
-        decided = pending.get("decision")
-        if not decided:
-            return None
-        new_plan = update.get("plan") or {}
-        return AuditRecord(
-            owner_id=ctx.owner_id, stage=stage, decision=str(decided), reason=str(gate.get("reason", decided)),
-            code=str(gate.get("code", "")), tool=tool, action=action,
-            args_hash=str(new_plan.get("args_hash", digest)), thread_id=thread_id, turn_id=turn_id, mode=mode,
-            detail={"edited": True} if decided == "edit" else {},
-        )
     if gate.get("verdict") not in ("refuse", "clarify"):
         return None
+    # The picker's refusals concern calls that never decoded: there is no tool or hash to record.
+    turn_id = str(update.get("turn_id") or state.get("turn_id", ""))
     return AuditRecord(
         owner_id=ctx.owner_id, stage=stage, decision=str(gate["verdict"]), reason=str(gate.get("reason", "")),
-        code=str(gate.get("code", "")), tool=tool, action=action, args_hash=digest, thread_id=thread_id,
-        turn_id=turn_id, mode=mode,
+        code=str(gate.get("code", "")), thread_id=thread_id, turn_id=turn_id, mode=mode,
     )
 
 

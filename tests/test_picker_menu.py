@@ -168,3 +168,14 @@ async def test_earlier_turns_are_data_bounded_by_count_and_tokens_with_their_too
     assert result["call"] == "calendar.list" and result["status"] == "ran" and result["from"] == "tool result (server)"
     assert [r["label"] for r in result["rows"]][1].startswith("Lunch with Sam")
     assert [t["user_said"] for t in earlier][-1] == "hello again" and len(earlier) <= 6
+
+def test_a_later_step_keeps_the_tools_the_task_already_used_on_a_cut_menu() -> None:
+    """A request about parcels and invoices fills a cut menu with their lookups; the task already
+    read mail, so mail's actions stay offered for the step that answers it."""
+    builder = MenuBuilder(_big_registry(60), cap=12)
+    request = "answer the parcel and invoice details"
+    alone = builder.build(request)
+    assert alone.shortlisted and "mail__send" not in alone.names
+    later = builder.build(request, used=("mail",))
+    assert len(later.schemas) == 12
+    assert {"mail__list", "mail__read", "mail__send", "mail__trash", "mail__mark_read"} <= later.names
