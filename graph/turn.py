@@ -23,7 +23,6 @@ calls) is spent.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Final, Literal
 
 from langgraph.graph import END, START, StateGraph
@@ -73,22 +72,21 @@ def _proposals(state: TurnState) -> bool:
     return any(p.get("verdict") == "propose" and "approval_id" not in p and "args_hash" in p for p in _plans(state))
 
 
-def _make_next_step(budget: int) -> Callable[[TurnState], Literal["picker", "offer", "naturalize"]]:
-    """Where a step that has nothing left to run or decide goes: back to the picker while the
-    budget lasts, else the background offer; once the offer was decided, the reply."""
-
-    def next_step(state: TurnState) -> Literal["picker", "offer", "naturalize"]:
+# Routing functions are coroutines: LangGraph runs a plain function edge in a thread pool, a
+# thread hop per edge for a dictionary lookup.
+def _routes(budget: int) -> dict[str, Any]:
+    def next_step(state: TurnState) -> str:
+        """A step with nothing left to run or decide: back to the picker while the budget lasts,
+        else the background offer; once the offer was decided, the reply."""
         if any(c["call_id"].startswith(OFFER_CALL_PREFIX) for c in state.get("calls") or []):
             return "naturalize"
         return "picker" if state.get("steps", 0) < budget else "offer"
 
-    return next_step
-
-
-# Routing functions are coroutines: LangGraph runs a plain function edge in a thread pool, a
-# thread hop per edge for a dictionary lookup.
-def _routes(budget: int) -> dict[str, Any]:
-    next_step = _make_next_step(budget)
+    def run_or_propose(state: TurnState) -> str:
+        """Calls ready to run first, then the ones that need approval, then the next step."""
+        if _ready(state):
+            return "execute"
+        return "propose" if _proposals(state) else next_step(state)
 
     async def after_picker(state: TurnState) -> Literal["tier_gate", "naturalize"]:
         return "tier_gate" if _plans(state) else "naturalize"
@@ -97,15 +95,10 @@ def _routes(budget: int) -> dict[str, Any]:
         # The gate hashes the final arguments of a call without ids (nothing to bind); all else binds ids.
         if any("args_hash" not in p for p in _plans(state)):
             return "id_validation"
-        return after_ids_sync(state)
-
-    def after_ids_sync(state: TurnState) -> str:
-        if _ready(state):
-            return "execute"
-        return "propose" if _proposals(state) else next_step(state)
+        return run_or_propose(state)
 
     async def after_ids(state: TurnState) -> str:
-        return after_ids_sync(state)
+        return run_or_propose(state)
 
     async def after_execute(state: TurnState) -> str:
         if (state.get("gate") or {}).get("verdict") == "refuse":
@@ -118,7 +111,7 @@ def _routes(budget: int) -> dict[str, Any]:
     async def after_approval(state: TurnState) -> str:
         if (state.get("gate") or {}).get("verdict") == "refuse":
             return "naturalize"  # expired, or closed after invalid decisions: the turn ends
-        return after_ids_sync(state)
+        return run_or_propose(state)
 
     async def after_offer(state: TurnState) -> Literal["propose", "naturalize"]:
         return "propose" if _proposals(state) else "naturalize"

@@ -10,11 +10,12 @@ from langgraph.runtime import Runtime
 
 from graph.events import EventSink
 from graph.services import Services
-from graph.state import Context, Plan, TurnState
+from graph.state import CallRecord, CallStatus, Context, Plan, TurnState, outcome_of
 from policies.approval import SealPurpose, seal_plan
 from policies.governance import GovernanceDecision
 
-__all__ = ["finalized", "refused_message", "runs_unasked", "seal", "sink_for", "thread_id_of"]
+__all__ = ["NotRun", "finalized", "not_run", "refused_message", "runs_unasked", "seal", "sink_for", "thread_id_of",
+           "with_calls"]
 
 
 def thread_id_of(config: RunnableConfig) -> str:
@@ -52,6 +53,26 @@ def seal(svc: Services, plan: Plan, ctx: Context, thread_id: str, turn_id: str, 
 def refused_message(plan: Plan, code: str, message: str) -> ToolMessage:
     """The error tool message that tells the model a call of its answer did not run, and why."""
     return ToolMessage(content=f"Not run ({code}): {message}", tool_call_id=plan["call_id"], status="error")
+
+
+NotRun = tuple[CallRecord, ToolMessage]
+"""A call of the step that did not run: its record for the turn, and the tool message for the model."""
+
+
+def not_run(plan: Plan, status: CallStatus, *, writes: bool, code: str, message: str, told: str | None = None) -> NotRun:
+    """``plan`` did not run: its record (``message`` is what the person is told) and the error tool
+    message that tells the model (``told``, else the same message)."""
+    record = CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"], status=status,
+                        writes=writes, code=code, message=message)
+    return record, refused_message(plan, code, told if told is not None else message)
+
+
+def with_calls(state: TurnState, done: list[NotRun]) -> dict[str, Any]:
+    """The state update that appends ``done`` to the turn's calls and messages, and the outcome they make."""
+    if not done:
+        return {}
+    calls = [*(state.get("calls") or []), *(record for record, _ in done)]
+    return {"calls": calls, "messages": [message for _, message in done], "outcome": outcome_of(calls)}
 
 
 def runs_unasked(svc: Services, ctx: Context, tool: str, action: str, decision: GovernanceDecision) -> str | None:

@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
@@ -30,8 +29,8 @@ from langgraph.types import interrupt
 from graph import approvals
 from graph.audit import AuditRecord, append_audit
 from graph.services import Services, ServicesProvider
-from graph.state import CallRecord, Context, Gate, Pending, PendingAction, Plan, TurnState, outcome_of
-from nodes._common import refused_message, seal, sink_for, thread_id_of
+from graph.state import Context, Gate, Pending, PendingAction, Plan, TurnState
+from nodes._common import NotRun, not_run, seal, sink_for, thread_id_of, with_calls
 from nodes.id_validation import bind_plan_ids
 from policies.approval import args_hash, check_binding, read_token
 from policies.arguments import validate_args
@@ -168,8 +167,7 @@ def make_approval(provider: ServicesProvider) -> Any:
                 continue  # the request stays pending: ask again
         sink = sink_for(state, runtime)
         actions = waiting_actions(plans, pending)
-        calls = list(state.get("calls") or [])
-        messages: list[ToolMessage] = []
+        done: list[NotRun] = []
 
         async def audit(action: PendingAction, decision: str, reason: str, code: str = "", digest: str = "",
                         detail: dict[str, Any] | None = None) -> None:
@@ -183,14 +181,11 @@ def make_approval(provider: ServicesProvider) -> Any:
                        status: Literal["expired", "refused"]) -> dict[str, Any]:
             for action, plan in actions:
                 sink.emit("approval_decided", approval_id=action["approval_id"], decision=decision, code=code)
-                calls.append(CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
-                                        status=status, writes=True, code=code, message=message))
-                messages.append(refused_message(plan, code, message))
+                done.append(not_run(plan, status, writes=True, code=code, message=message))
             return {
-                "seq": sink.seq, "plans": [], "approval_request": None, "calls": calls, "messages": messages,
-                "pending": pending | {"decision": decision}, "outcome": outcome_of(calls),
+                "seq": sink.seq, "plans": [], "approval_request": None, "pending": pending | {"decision": decision},
                 "gate": Gate(verdict="refuse", reason=reason, code=code, message=message),
-            }
+            } | with_calls(state, done)
 
         if decided is None:  # every decision refused: close it rather than ask forever
             for action, _ in actions:
@@ -214,11 +209,10 @@ def make_approval(provider: ServicesProvider) -> Any:
                 await audit(action, "reject", "rejected")
                 sink.emit("approval_decided", approval_id=approval_id, decision="reject")
                 note = f" You said: “{choice.message}”" if choice.message else ""
-                message = f"OK, I won't do that; nothing was changed.{note}"
-                calls.append(CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
-                                        status="rejected", writes=True, code="rejected", message=message))
-                messages.append(refused_message(plan, "rejected", "the person reviewing it rejected it; nothing ran."
-                                                + (f" Their reason: {choice.message}" if choice.message else "")))
+                done.append(not_run(
+                    plan, "rejected", writes=True, code="rejected", message=f"OK, I won't do that; nothing was changed.{note}",
+                    told="the person reviewing it rejected it; nothing ran."
+                         + (f" Their reason: {choice.message}" if choice.message else "")))
                 continue
             assert choice.args is not None
             digest = args_hash(choice.args)
@@ -234,10 +228,9 @@ def make_approval(provider: ServicesProvider) -> Any:
             if not await approvals.decide(svc.db.pool, approval_id, thread_id, choice.kind, digest):
                 await audit(action, "invalid", "not_pending", "approval_invalid")
                 sink.emit("approval_decided", approval_id=approval_id, decision="invalid", code="approval_invalid")
-                message = "That approval is no longer pending (it expired or was replaced), so nothing ran."
-                calls.append(CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
-                                        status="refused", writes=True, code="approval_invalid", message=message))
-                messages.append(refused_message(plan, "approval_invalid", message))
+                done.append(not_run(
+                    plan, "refused", writes=True, code="approval_invalid",
+                    message="That approval is no longer pending (it expired or was replaced), so nothing ran."))
                 continue
             edited = choice.kind == "edit"
             await audit(action, choice.kind, "edited" if edited else "approved", digest=digest,
@@ -254,10 +247,7 @@ def make_approval(provider: ServicesProvider) -> Any:
             "approval_request": None,
             "pending": pending | {"decision": decided[0].kind},
             "plans": others + kept,
-            "calls": calls,
-            "messages": messages,
-            "outcome": outcome_of(calls),
             "gate": None,
-        }
+        } | with_calls(state, done)
 
     return approval

@@ -40,7 +40,7 @@ from graph.perimeter import governance_policy
 from graph.services import Services, ServicesProvider
 from graph.events import EventSink
 from graph.state import CallRecord, Context, Gate, Plan, RecentList, TurnState, outcome_of
-from nodes._common import refused_message, runs_unasked, sink_for, thread_id_of
+from nodes._common import not_run, runs_unasked, sink_for, thread_id_of
 from nodes.id_validation import bind_plan_ids, refusal_message
 from policies.approval import verify_seal
 from policies.arguments import load_args
@@ -323,16 +323,11 @@ def _may_run(
     return check, refused
 
 
-def _refusal(plan: Plan, writes: bool, code: str, message: str, status: str = "refused") -> tuple[CallRecord, ToolMessage]:
-    record = CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"], status=status,  # type: ignore[typeddict-item]
-                        writes=writes, code=code, message=message)
-    return record, refused_message(plan, code, message)
-
-
 async def _execute_one(
     svc: Services, ctx: Context, config: RunnableConfig, state: TurnState, plan: Plan, sink: EventSink
 ) -> tuple[CallRecord, ToolMessage]:
-    """Run one call of the step under its own authority; its record and its tool message."""
+    """Run one call of the step under its own authority; its record and its tool message
+    (:data:`~nodes._common.NotRun` when it did not run)."""
     thread_id = thread_id_of(config)
     spec = svc.registry.action(plan["tool"], plan["action"])
     check, refused = _may_run(svc, spec, ctx, thread_id, state, plan)
@@ -344,10 +339,11 @@ async def _execute_one(
         if approval is not None:
             await approvals.fail(svc.db.pool, approval, code, f"refused at execution ({refused})")
         sink.emit("error", code=code, reason=refused)
-        return _refusal(plan, writes, code,
-                        "I couldn't confirm that this was allowed to run, so nothing ran." if code == "permission_denied"
-                        else "The edited details contain something I won't send (it looks like a secret or a "
-                             "blocked address), so nothing ran.")
+        return not_run(plan, "refused", writes=writes, code=code,
+                       message="I couldn't confirm that this was allowed to run, so nothing ran."
+                       if code == "permission_denied" else
+                       "The edited details contain something I won't send (it looks like a secret or a "
+                       "blocked address), so nothing ran.")
     needs_approval = check.verdict == "propose"
     if spec.writes and not needs_approval:
         # The approval-free write re-checks its ids against the thread's right before writing.
@@ -355,8 +351,8 @@ async def _execute_one(
         if failure is not None:
             sink.emit("error", code="off_list_id", reason="recheck_failed", kind=kind)
             await _audit(svc, ctx, config, state, plan, "clarify", "recheck_failed", "off_list_id")
-            return _refusal(plan, True, "off_list_id", refusal_message(failure.refusal or "not_returned", kind),
-                            status="clarify")
+            return not_run(plan, "clarify", writes=True, code="off_list_id",
+                           message=refusal_message(failure.refusal or "not_returned", kind))
     key: str | None = None
     if spec.writes or needs_approval:
         key = approval if needs_approval else f"{thread_id}:{state.get('turn_id', '')}:{plan['call_id']}"

@@ -11,14 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from graph.audit import AuditRecord, append_audit
 from graph.services import ServicesProvider
-from graph.state import CallRecord, Context, Plan, RecentList, TurnState, outcome_of
-from nodes._common import finalized, refused_message, seal, sink_for, thread_id_of
+from graph.state import Context, Plan, RecentList, TurnState
+from nodes._common import NotRun, finalized, not_run, seal, sink_for, thread_id_of, with_calls
 from policies.approval import args_hash
 from policies.ids import IdBinding, Location, bind_ids, id_refs, with_ids
 from tools.registry import ActionSpec, Registry
@@ -80,8 +79,7 @@ def make_id_validation(provider: ServicesProvider) -> Any:
             return {}
         sink = sink_for(state, runtime)
         kept: list[Plan] = []
-        records: list[CallRecord] = []
-        messages: list[ToolMessage] = []
+        done: list[NotRun] = []
         for plan in plans:
             if "args_hash" in plan:
                 kept.append(plan)
@@ -95,11 +93,8 @@ def make_id_validation(provider: ServicesProvider) -> Any:
                 # (an unknown action was refused by the gate already; stay closed anyway)
                 refusal = failure.refusal if failure is not None and failure.refusal else "not_returned"
                 sink.emit("error", code="off_list_id", reason=refusal, kind=kind)
-                message = refusal_message(refusal, kind or "item")
-                records.append(CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
-                                          status="clarify", writes=spec is not None and spec.writes,
-                                          code="off_list_id", message=message))
-                messages.append(refused_message(plan, "off_list_id", message))
+                done.append(not_run(plan, "clarify", writes=spec is not None and spec.writes, code="off_list_id",
+                                    message=refusal_message(refusal, kind or "item")))
                 await append_audit(svc.db.pool, AuditRecord(
                     owner_id=runtime.context.owner_id, stage="ids", decision="clarify", reason=refusal,
                     code="off_list_id", tool=plan["tool"], action=plan["action"], args_hash=args_hash(plan["args"]),
@@ -109,10 +104,6 @@ def make_id_validation(provider: ServicesProvider) -> Any:
             proposed_at = int(svc.clock().timestamp()) if plan.get("verdict") == "propose" else None
             final = finalized(plan, args, args_hash(args), proposed_at=proposed_at)
             kept.append(seal(svc, final, runtime.context, thread_id_of(config), state.get("turn_id", ""), purpose="gate"))
-        update: dict[str, Any] = {"plans": kept, "seq": sink.seq}
-        if records:
-            calls = [*(state.get("calls") or []), *records]
-            update |= {"calls": calls, "messages": messages, "outcome": outcome_of(calls)}
-        return update
+        return {"plans": kept, "seq": sink.seq} | with_calls(state, done)
 
     return id_validation

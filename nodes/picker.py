@@ -145,7 +145,14 @@ _RESETTABLE = ("plans", "gate", "pending", "approval_request", "calls", "steps",
 def make_picker(provider: ServicesProvider) -> Any:
     """Build the picker node."""
     menus: dict[int, MenuBuilder] = {}
-    windows: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+    windows: OrderedDict[str, list[EarlierTurn]] = OrderedDict()
+
+    def remember(turn_id: str, rows: list[dict[str, Any]], svc: Services) -> list[EarlierTurn]:
+        """The window built from the transcript's ``rows``, kept for the turn's later steps."""
+        window = windows[turn_id] = earlier_turns(rows, svc.settings.history_tokens)
+        while len(windows) > _WINDOWS_KEPT:
+            windows.popitem(last=False)
+        return window
     bound: dict[tuple[int, frozenset[str]], Runnable[Any, BaseMessage]] = {}
 
     def _menu(svc: Services, request: str, calls: list[CallRecord]) -> Menu:
@@ -200,9 +207,9 @@ def make_picker(provider: ServicesProvider) -> Any:
         human = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
         request = human.text if human is not None else ""
 
-        rows: list[dict[str, Any]] = []
+        prior: list[EarlierTurn] = []
         if not new_turn and svc.settings.history_turns:
-            # A later step of the turn reuses the window its first step read (the transcript does
+            # A later step of the turn reuses the window its first step built (the transcript does
             # not change within a turn); a step resumed in another process reads it again.
             cached = windows.get(state.get("turn_id", ""))
             if cached is None:
@@ -210,8 +217,8 @@ def make_picker(provider: ServicesProvider) -> Any:
                 async with svc.db.pool.connection() as conn:
                     cur = await conn.execute("SELECT (" + _WINDOW_SQL + ") AS prior", window_args)
                     found = await cur.fetchone()
-                cached = list((found or {}).get("prior") or [])
-            rows = cached
+                cached = remember(state.get("turn_id", ""), list((found or {}).get("prior") or []), svc)
+            prior = cached
         if new_turn:
             thread_id = thread_id_of(config)
             setup = {"thread": thread_id, "owner": ctx.owner_id, "limit": svc.settings.history_turns}
@@ -231,10 +238,7 @@ def make_picker(provider: ServicesProvider) -> Any:
                     ),
                     "outcome": "refused",
                 }
-            rows = list(row["prior"] or [])
-            windows[turn_id] = rows
-            while len(windows) > _WINDOWS_KEPT:
-                windows.popitem(last=False)
+            prior = remember(turn_id, list(row["prior"] or []), svc)
             if is_capability_question(request):
                 sink.emit("planner_decision", decision="reply", reason="capabilities")
                 gate = Gate(verdict="reply", reason="capabilities", message=svc.registry.capability_summary())
@@ -243,7 +247,6 @@ def make_picker(provider: ServicesProvider) -> Any:
         calls: list[CallRecord] = [] if new_turn else list(state.get("calls") or [])
         menu = _menu(svc, request, calls)
         step_messages = messages[messages.index(human) + 1 :] if human is not None else []
-        prior = earlier_turns(rows, svc.settings.history_tokens)
         prompt = build_messages(request, _picker_context(state, ctx, svc, prior), new_nonce()) + step_messages
         prompt_chars = sum(len(str(m.content)) for m in prompt)
         model = _model(svc, menu)

@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn, cast
 from zoneinfo import ZoneInfo
 
-from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from psycopg import AsyncConnection
@@ -25,8 +24,8 @@ from graph import approvals
 from graph.audit import AuditRecord, append_audit
 from graph.perimeter import governance_policy
 from graph.services import Services, ServicesProvider
-from graph.state import CallRecord, Context, Pending, PendingAction, Plan, TurnState, outcome_of
-from nodes._common import refused_message, sink_for, thread_id_of
+from graph.state import Context, Pending, PendingAction, Plan, TurnState
+from nodes._common import NotRun, not_run, sink_for, thread_id_of, with_calls
 from policies.approval import ApprovalClaims, args_hash, derive_nonce, mint_token
 from policies.arguments import load_args
 from policies.dlp import scan_values
@@ -148,9 +147,7 @@ def make_propose(provider: ServicesProvider) -> Any:
         labels = {row["id"]: row["label"] for listed in (state.get("recent") or {}).values()
                   for row in listed.get("rows", [])}
         actions: list[Proposed] = []
-        records: list[CallRecord] = []
-        messages: list[ToolMessage] = []
-        dropped: set[str] = set()
+        done: list[NotRun] = []
         for plan in waiting:
             spec = svc.registry.action(plan["tool"], plan["action"])
             if spec is None or (spec.preview is None and not spec.writes):
@@ -168,10 +165,7 @@ def make_propose(provider: ServicesProvider) -> Any:
                     ),
                     now=svc.clock(),
                 )
-                records.append(CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
-                                          status="failed", writes=spec.writes, code=exc.code, message=exc.message))
-                messages.append(refused_message(plan, exc.code, exc.message))
-                dropped.add(plan["call_id"])
+                done.append(not_run(plan, "failed", writes=spec.writes, code=exc.code, message=exc.message))
                 continue
             claims = ApprovalClaims(
                 thread_id=thread_id,
@@ -185,18 +179,17 @@ def make_propose(provider: ServicesProvider) -> Any:
             )
             allowed = svc.approval_rules.allowed_decisions(ctx.owner_id, plan["tool"], plan["action"])
             actions.append(Proposed(plan, preview, claims, mint_token(claims, key), allowed))
-        update: dict[str, Any] = {}
-        if records:
-            calls = [*(state.get("calls") or []), *records]
-            update = {"calls": calls, "messages": messages, "outcome": outcome_of(calls),
-                      "plans": [p for p in state.get("plans") or [] if p["call_id"] not in dropped]}
+        update = with_calls(state, done)
+        if done:
+            dropped = {record["call_id"] for record, _ in done}
+            update["plans"] = [p for p in state.get("plans") or [] if p["call_id"] not in dropped]
         if not actions:
             return update | {"seq": sink.seq}
         first = actions[0].claims
         claims = ApprovalClaims(thread_id=thread_id, owner_id=ctx.owner_id, tool=first.tool, action=first.action,
                                 args_hash=request_hash(actions), exp=min(a.claims.exp for a in actions),
                                 nonce=first.nonce)
-        token = actions[0].token if len(actions) == 1 else mint_token(claims, key)
+        token = mint_token(claims, key)  # for one action: its own claims, so its own token
         request = build_request(actions, claims, token)
         local_expiry = datetime.fromtimestamp(claims.exp, UTC).astimezone(ZoneInfo(ctx.timezone))
         preview = joined_preview([a.preview for a in actions])

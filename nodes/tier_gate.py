@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from langchain_core.messages import ToolMessage
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
@@ -18,8 +17,8 @@ from langgraph.runtime import Runtime
 from graph.audit import AuditRecord, append_audit
 from graph.perimeter import governance_policy
 from graph.services import ServicesProvider
-from graph.state import CallRecord, Context, Plan, TurnState, outcome_of
-from nodes._common import finalized, refused_message, runs_unasked, seal, sink_for, thread_id_of
+from graph.state import Context, Plan, TurnState
+from nodes._common import NotRun, finalized, not_run, runs_unasked, seal, sink_for, thread_id_of, with_calls
 from policies.dlp import KIND_LABELS
 from policies.governance import ActionFacts, govern
 
@@ -52,8 +51,7 @@ def make_tier_gate(provider: ServicesProvider) -> Any:
         turn_id = state.get("turn_id", "")
         sink = sink_for(state, runtime)
         kept: list[Plan] = []
-        records: list[CallRecord] = []
-        messages: list[ToolMessage] = []
+        done: list[NotRun] = []
         for plan in plans:
             spec = svc.registry.action(plan["tool"], plan["action"])
             facts = ActionFacts(spec.args, spec.effect) if spec is not None else None
@@ -76,15 +74,11 @@ def make_tier_gate(provider: ServicesProvider) -> Any:
                 code = decision.code or "permission_denied"
                 sink.emit("error", code=code, reason=decision.reason, tool=plan["tool"], action=plan["action"])
                 message = _refusal_message(plan["tool"], plan["action"], decision.reason, decision.dlp)
-                records.append(CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
-                                          status="refused", writes=writes, code=code, message=message))
-                messages.append(refused_message(plan, code, message))
+                done.append(not_run(plan, "refused", writes=writes, code=code, message=message))
                 continue
             if decision.verdict == "clarify" or decision.args is None:
-                message = "Those details aren't valid, so I did nothing. Could you rephrase?"
-                records.append(CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
-                                          status="clarify", writes=writes, code="invalid_args", message=message))
-                messages.append(refused_message(plan, "invalid_args", message))
+                done.append(not_run(plan, "clarify", writes=writes, code="invalid_args",
+                                    message="Those details aren't valid, so I did nothing. Could you rephrase?"))
                 continue
             verdict: Literal["execute", "propose"] = "execute" if rule else decision.verdict  # type: ignore[assignment]
             marks: dict[str, Any] = {"verdict": verdict, **({"policy_rule": rule} if rule else {})}
@@ -101,10 +95,6 @@ def make_tier_gate(provider: ServicesProvider) -> Any:
             else:
                 unsealed = {k: v for k, v in plan.items() if k not in ("args_hash", "seal")}
                 kept.append(unsealed | {"args": decision.args} | marks)  # type: ignore[arg-type]
-        update: dict[str, Any] = {"plans": kept, "seq": sink.seq, "gate": None}
-        if records:
-            calls = [*(state.get("calls") or []), *records]
-            update |= {"calls": calls, "messages": messages, "outcome": outcome_of(calls)}
-        return update
+        return {"plans": kept, "seq": sink.seq, "gate": None} | with_calls(state, done)
 
     return tier_gate
