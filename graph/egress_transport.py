@@ -24,7 +24,7 @@ from typing import Any, Final
 import httpcore
 import httpx
 
-from policies.egress import EgressDecision, EgressPolicy, check_addresses, check_url
+from policies.egress import EgressDecision, EgressPolicy, check_addresses, check_redirect, check_url
 from policies.errors import EgressDenied, Unavailable
 
 __all__ = [
@@ -283,9 +283,13 @@ async def egress_request(
                         location = response.headers.get("location")
                         if response.status_code in _REDIRECTS and location and method == "GET":
                             try:
-                                current = str(parsed.join(location))
+                                following = str(parsed.join(location))
                             except (httpx.InvalidURL, ValueError):
                                 raise EgressDenied("bad_url") from None
+                            refused = check_redirect(str(parsed), following)
+                            if refused is not None:
+                                raise EgressDenied(refused)
+                            current = following
                             continue
                         declared = response.headers.get("content-length", "")
                         if declared.isdigit() and int(declared) > limits.max_bytes:

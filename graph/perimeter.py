@@ -55,9 +55,9 @@ def egress_policy(settings: Mapping[str, Any] | BaseModel | None) -> EgressPolic
     values = _values(settings)
     hosts = list(values.get("egress_allow_hosts") or [])
     for url in service_urls(values).values():
-        host = urlsplit(url).hostname
-        if host:
-            hosts.append(host)
+        parts = urlsplit(url)
+        if parts.hostname:
+            hosts.append(parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}")
     networks = tuple(values.get("egress_allow_networks") or ())
     return _egress(str(values.get("egress_mode", "enforce")), tuple(sorted(set(hosts))), networks)
 

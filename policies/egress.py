@@ -9,7 +9,9 @@ special-use and metadata lists are refused by name; numeric hosts must be canoni
 quads or bracketed IPv6 (``127.1``, ``0x7f.0.0.1``, ``2130706433`` and ``0177.0.0.1`` are
 refused: resolvers read them as loopback); every address must be globally routable, with IPv4
 embedded in IPv6 (mapped, NAT64, 6to4) judged by the IPv4 inside. Cloud metadata endpoints are
-refused unconditionally, even inside an explicitly allowed network. The per-host allowlist runs
+refused unconditionally, even inside an explicitly allowed network. An allowed host is reachable
+on ports 80 and 443; any other port needs its own ``host:port`` entry. A redirect from https to
+http is refused (:func:`check_redirect`). The per-host allowlist runs
 in ``off`` (not consulted), ``shadow`` (misses allowed but reported) or ``enforce`` mode; network
 safety is never shadowed.
 """
@@ -39,7 +41,9 @@ __all__ = [
     "NON_GLOBAL_V6",
     "UrlField",
     "address_problem",
+    "DEFAULT_PORTS",
     "check_addresses",
+    "check_redirect",
     "check_url",
     "embedded_ipv4",
 ]
@@ -64,6 +68,8 @@ EgressReason = Literal[
     "no_address",
     "parser_mismatch",
     "too_many_redirects",
+    "insecure_redirect",
+    "port_not_allowed",
     "response_too_large",
     "timeout",
     "connection_failed",
@@ -166,6 +172,8 @@ class EgressPolicy:
     """Allowed hosts: exact names or IP literals, or ``*.example.com`` for any subdomain."""
     allow_networks: tuple[IPNetwork, ...] = ()
     """Non-global networks explicitly allowed (test servers on loopback); metadata never is."""
+    allow_ports: frozenset[tuple[str, int]] = frozenset()
+    """Ports besides 80 and 443, per host: from allowlist entries written ``host:port``."""
 
     @classmethod
     def build(
@@ -175,27 +183,66 @@ class EgressPolicy:
         if mode not in ("off", "shadow", "enforce"):
             raise ValueError(f"egress mode must be off, shadow or enforce, not {mode!r}")
         hosts: set[str] = set()
+        ports: set[tuple[str, int]] = set()
         for raw in allow_hosts:
             entry = raw.strip().lower().rstrip(".")
             if not entry:
                 continue
+            entry, port = _split_port(entry, raw)
             name = entry[2:] if entry.startswith("*.") else entry
             if "*" in name or "/" in name or (":" in name and not _is_ip(name.strip("[]"))):
                 raise ValueError(f"allowlist entry {raw!r} must be a host, an IP literal or *.domain")
-            hosts.add(entry.strip("[]") if _is_ip(entry.strip("[]")) else entry)
+            host = entry.strip("[]") if _is_ip(entry.strip("[]")) else entry
+            hosts.add(host)
+            if port is not None:
+                ports.add((host, port))
         networks: list[IPNetwork] = []
         for raw in allow_networks:
             net = ipaddress.ip_network(raw.strip(), strict=False)
             if net.prefixlen < (8 if net.version == 4 else 32):
                 raise ValueError(f"allowed network {raw!r} is too broad (at most a /8 or an IPv6 /32)")
             networks.append(net)
-        return cls(mode=mode, allow_hosts=frozenset(hosts), allow_networks=tuple(networks))
+        return cls(mode=mode, allow_hosts=frozenset(hosts), allow_networks=tuple(networks), allow_ports=frozenset(ports))
 
     def host_allowed(self, host: str) -> bool:
         """Whether ``host`` (normalized) matches the allowlist."""
         if host in self.allow_hosts:
             return True
         return any(e.startswith("*.") and host.endswith(e[1:]) and len(host) > len(e) - 1 for e in self.allow_hosts)
+
+    def port_allowed(self, host: str, port: int) -> bool:
+        """Whether ``port`` of ``host`` may be reached: 80 and 443 anywhere, others only as listed."""
+        return port in DEFAULT_PORTS or (host, port) in self.allow_ports or any(
+            h.startswith("*.") and host.endswith(h[1:]) and p == port for h, p in self.allow_ports)
+
+
+DEFAULT_PORTS: Final = frozenset({80, 443})
+"""The ports any allowed host may be reached on; any other needs a ``host:port`` allowlist entry."""
+
+
+def _split_port(entry: str, raw: str) -> tuple[str, int | None]:
+    """``host:port`` (or ``[v6]:port``) into the host and the port; a bare host has none."""
+    if entry.startswith("["):
+        host, _, rest = entry.partition("]")
+        host += "]"
+    elif entry.count(":") == 1:
+        host, _, rest = entry.partition(":")
+        rest = ":" + rest
+    else:
+        return entry, None
+    if not rest:
+        return host, None
+    if not rest.startswith(":") or not rest[1:].isdigit() or not 0 < int(rest[1:]) < 65536:
+        raise ValueError(f"allowlist entry {raw!r} must be a host, an IP literal or *.domain, optionally :port")
+    return host, int(rest[1:])
+
+
+def check_redirect(from_url: str, to_url: str) -> EgressReason | None:
+    """Why a redirect from ``from_url`` to ``to_url`` may not be followed, or ``None``: a hop from
+    https down to http would send what follows in clear (the new URL is checked as any other)."""
+    if urlsplit(from_url).scheme.lower() == "https" and urlsplit(to_url).scheme.lower() != "https":
+        return "insecure_redirect"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,6 +391,11 @@ def check_url(url: str, policy: EgressPolicy) -> EgressDecision:
         if policy.mode == "enforce":
             return EgressDecision.deny("not_allowlisted", scheme=scheme, host=host, port=port)
         shadow = ("not_allowlisted",)
+    elif policy.mode != "off" and not policy.port_allowed(host, port):
+        # The allowlist names ports too: an allowed host's 22, 25, 5432 or 6379 answer as well as its 443.
+        if policy.mode == "enforce":
+            return EgressDecision.deny("port_not_allowed", scheme=scheme, host=host, port=port)
+        shadow = ("port_not_allowed",)
     return EgressDecision(True, "allowed", scheme, host, port, literal, shadow)
 
 

@@ -28,7 +28,7 @@ def web_settings(settings: Settings, server: WebServer, **changes: Any) -> Setti
             "geocoding_url": server.base,
             "search_url": server.base,
             "egress_allow_networks": ["127.0.0.1/32"],
-            "egress_allow_hosts": ["news.example"],
+            "egress_allow_hosts": ["news.example", f"news.example:{server.port}"],
         }
         | changes
     )

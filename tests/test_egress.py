@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pytest
 
 from graph.egress_transport import EgressLimits, egress_get
-from policies.egress import EgressPolicy, address_problem, check_addresses, check_url
+from policies.egress import EgressPolicy, address_problem, check_addresses, check_redirect, check_url
 from policies.errors import EgressDenied, TollgateError
 from tests.webserver import WebServer, serve, build_app, Hits, web_server  # noqa: F401 - the fixture
 
@@ -199,12 +199,15 @@ def test_impossible_configurations_are_rejected(kwargs: dict[str, object], probl
 # --- the pinned transport, against a real loopback server ----------------------------------
 
 
-def _loopback_policy(*hosts: str) -> EgressPolicy:
-    return EgressPolicy.build(mode="enforce", allow_hosts=["127.0.0.1", *hosts], allow_networks=["127.0.0.1/32"])
+def _loopback_policy(*hosts: str, port: int) -> EgressPolicy:
+    """Loopback (it stands in for the web here) and ``hosts``, each on 80, 443 and ``port``."""
+    names = ["127.0.0.1", *hosts]
+    return EgressPolicy.build(mode="enforce", allow_hosts=[*names, *(f"{h}:{port}" for h in names)],
+                              allow_networks=["127.0.0.1/32"])
 
 
 async def test_fetch_through_the_gate(web_server: WebServer) -> None:
-    got = await egress_get(web_server.url("/plain"), policy=_loopback_policy())
+    got = await egress_get(web_server.url("/plain"), policy=_loopback_policy(port=web_server.port))
     assert got.status == 200 and got.content_type == "text/plain"
     assert got.text().startswith("Plain text page.")
 
@@ -229,7 +232,7 @@ async def test_connects_to_the_checked_address_with_one_lookup(web_server: WebSe
         return next(answers)
 
     got = await egress_get(
-        f"http://evil.example:{web_server.port}/plain", policy=_loopback_policy("evil.example"), resolver=rebinding
+        f"http://evil.example:{web_server.port}/plain", policy=_loopback_policy("evil.example", port=web_server.port), resolver=rebinding
     )
     assert got.status == 200 and calls == ["evil.example"]
 
@@ -268,20 +271,20 @@ async def test_resolved_addresses_are_each_checked(answers: list[str], reason: s
 async def test_every_redirect_hop_is_rechecked(web_server: WebServer, target: str, reason: str) -> None:
     web_server.hits.clear()
     with pytest.raises(EgressDenied) as caught:
-        await egress_get(web_server.url("/redirect"), params={"to": target}, policy=_loopback_policy())
+        await egress_get(web_server.url("/redirect"), params={"to": target}, policy=_loopback_policy(port=web_server.port))
     assert caught.value.reason == reason
     assert web_server.hits.paths == ["/redirect"]
 
 
 async def test_relative_redirects_are_followed(web_server: WebServer) -> None:
-    got = await egress_get(web_server.url("/redirect"), params={"to": "/plain"}, policy=_loopback_policy())
+    got = await egress_get(web_server.url("/redirect"), params={"to": "/plain"}, policy=_loopback_policy(port=web_server.port))
     assert got.hops == 1 and got.text().startswith("Plain text page.")
 
 
 async def test_redirect_hops_are_capped(web_server: WebServer) -> None:
     web_server.hits.clear()
     with pytest.raises(EgressDenied) as caught:
-        await egress_get(web_server.url("/loop"), policy=_loopback_policy(), limits=EgressLimits(max_redirects=2))
+        await egress_get(web_server.url("/loop"), policy=_loopback_policy(port=web_server.port), limits=EgressLimits(max_redirects=2))
     assert caught.value.reason == "too_many_redirects"
     assert web_server.hits.paths == ["/loop"] * 3
 
@@ -289,13 +292,13 @@ async def test_redirect_hops_are_capped(web_server: WebServer) -> None:
 @pytest.mark.parametrize("path", ["/big", "/big-declared"], ids=["streamed", "declared-length"])
 async def test_bodies_are_capped(web_server: WebServer, path: str) -> None:
     with pytest.raises(EgressDenied) as caught:
-        await egress_get(web_server.url(path), policy=_loopback_policy(), limits=EgressLimits(max_bytes=100_000))
+        await egress_get(web_server.url(path), policy=_loopback_policy(port=web_server.port), limits=EgressLimits(max_bytes=100_000))
     assert caught.value.reason == "response_too_large"
 
 
 async def test_time_is_capped(web_server: WebServer) -> None:
     with pytest.raises(EgressDenied) as caught:
-        await egress_get(web_server.url("/slow"), policy=_loopback_policy(), limits=EgressLimits(timeout_seconds=0.3))
+        await egress_get(web_server.url("/slow"), policy=_loopback_policy(port=web_server.port), limits=EgressLimits(timeout_seconds=0.3))
     assert caught.value.reason == "timeout"
 
 
@@ -307,7 +310,7 @@ async def test_proxy_variables_are_ignored(web_server: WebServer, monkeypatch: p
             monkeypatch.setenv(name, f"http://127.0.0.1:{proxy_port}")
         monkeypatch.delenv("NO_PROXY", raising=False)
         monkeypatch.delenv("no_proxy", raising=False)
-        got = await egress_get(web_server.url("/plain"), policy=_loopback_policy())
+        got = await egress_get(web_server.url("/plain"), policy=_loopback_policy(port=web_server.port))
     assert got.status == 200
     assert proxy_hits.paths == []
 
@@ -315,12 +318,44 @@ async def test_proxy_variables_are_ignored(web_server: WebServer, monkeypatch: p
 async def test_unreachable_destination_is_a_typed_failure() -> None:
     """Port 1 on loopback is closed: a typed error, never a raw socket exception."""
     with pytest.raises(TollgateError) as caught:
-        await egress_get("http://127.0.0.1:1/", policy=_loopback_policy(), limits=EgressLimits(timeout_seconds=5))
+        await egress_get("http://127.0.0.1:1/", policy=_loopback_policy(port=1), limits=EgressLimits(timeout_seconds=5))
     assert caught.value.code in ("unavailable", "egress_denied")
 
 
 async def test_errors_never_carry_the_url(web_server: WebServer) -> None:
     secret_path = "/redirect?to=http://10.0.0.1/?token=hunter2-very-secret"
     with pytest.raises(EgressDenied) as caught:
-        await egress_get(web_server.url(secret_path), policy=_loopback_policy())
+        await egress_get(web_server.url(secret_path), policy=_loopback_policy(port=web_server.port))
     assert "hunter2" not in str(caught.value) and "10.0.0.1" not in str(caught.value)
+
+
+def test_an_allowed_host_is_reachable_on_80_and_443_and_other_ports_only_when_listed() -> None:
+    policy = EgressPolicy.build(mode="enforce", allow_hosts=["api.example", "*.cdn.example:8443"])
+    assert check_url("https://api.example/", policy).allowed and check_url("http://api.example/", policy).allowed
+    for port in (22, 25, 5432, 6379, 11211, 8443):
+        assert check_url(f"http://api.example:{port}/", policy).reason == "port_not_allowed"
+    assert check_url("https://img.cdn.example:8443/x", policy).allowed
+    assert check_url("https://img.cdn.example:8444/x", policy).reason == "port_not_allowed"
+    with pytest.raises(ValueError, match="optionally :port"):
+        EgressPolicy.build(allow_hosts=["api.example:ssh"])
+
+
+async def test_a_loopback_server_on_an_unlisted_port_is_refused(web_server: WebServer) -> None:
+    policy = EgressPolicy.build(mode="enforce", allow_hosts=["127.0.0.1"], allow_networks=["127.0.0.1/32"])
+    with pytest.raises(EgressDenied) as caught:
+        await egress_get(web_server.url("/plain"), policy=policy)
+    assert caught.value.reason == "port_not_allowed"
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "refused"),
+    [
+        ("https://a.example/x", "http://a.example/y", True),
+        ("https://a.example/x", "HTTP://b.example/y", True),
+        ("https://a.example/x", "https://b.example/y", False),
+        ("http://a.example/x", "https://a.example/y", False),
+        ("http://a.example/x", "http://a.example/y", False),
+    ],
+)
+def test_a_redirect_from_https_down_to_http_is_refused(source: str, target: str, refused: bool) -> None:
+    assert (check_redirect(source, target) == "insecure_redirect") is refused

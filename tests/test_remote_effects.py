@@ -13,6 +13,8 @@ import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -34,7 +36,11 @@ from tools.builtin import builtin_tools
 from tools.registry import Registry
 
 _ROOT = Path(__file__).resolve().parent.parent
-_LOOPBACK = {"egress_allow_hosts": ["127.0.0.1"], "egress_allow_networks": ["127.0.0.0/8"], "egress_timeout_seconds": 1.0}
+def _loopback(service: PaymentService) -> dict[str, Any]:
+    """Egress settings that reach the payment service on loopback (its host and its port)."""
+    port = urlsplit(service.url).port
+    return {"egress_allow_hosts": ["127.0.0.1", f"127.0.0.1:{port}"], "egress_allow_networks": ["127.0.0.0/8"],
+            "egress_timeout_seconds": 1.0}
 
 
 @pytest.fixture
@@ -46,7 +52,7 @@ def service() -> Iterator[PaymentService]:
 @pytest.fixture
 async def pay_turns(services: Services, db: Database, service: PaymentService) -> Turns:
     svc = replace(services, registry=Registry((*builtin_tools(), payments_tool(service.url))),
-                  egress=egress_client(services.settings.model_copy(update=_LOOPBACK)))
+                  egress=egress_client(services.settings.model_copy(update=_loopback(service))))
     return Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
 
 
@@ -113,14 +119,15 @@ async def test_a_remote_call_without_an_answer_ends_unknown_and_says_so(
     assert ("failed", "outcome_unknown") in await _audit(db, ctx.owner_id)
 
 
-def _env(settings: Settings) -> dict[str, str]:
+def _env(settings: Settings, service: PaymentService) -> dict[str, str]:
+    reach = _loopback(service)
     return child_environment(settings, TOLLGATE_THREAD_LEASE_SECONDS="2", TOLLGATE_THREAD_WAIT_SECONDS="30",
-                             TOLLGATE_EGRESS_ALLOW_HOSTS=json.dumps(_LOOPBACK["egress_allow_hosts"]),
-                             TOLLGATE_EGRESS_ALLOW_NETWORKS=json.dumps(_LOOPBACK["egress_allow_networks"]))
+                             TOLLGATE_EGRESS_ALLOW_HOSTS=json.dumps(reach["egress_allow_hosts"]),
+                             TOLLGATE_EGRESS_ALLOW_NETWORKS=json.dumps(reach["egress_allow_networks"]))
 
 
-def _proc(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tests.procs.remote", *args], cwd=_ROOT, env=_env(settings),
+def _proc(settings: Settings, service: PaymentService, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tests.procs.remote", *args], cwd=_ROOT, env=_env(settings, service),
                           capture_output=True, text=True, timeout=120)
 
 
@@ -129,14 +136,14 @@ async def test_a_process_killed_after_the_remote_call_never_repeats_it(
     settings: Settings, db: Database, owner: str, service: PaymentService, hook: bool
 ) -> None:
     thread = owner + "/pay-crash"
-    proposed = _proc(settings, "propose", owner, thread, service.url)
+    proposed = _proc(settings, service, "propose", owner, thread, service.url)
     assert proposed.returncode == 0, proposed.stderr[-2000:]
     approval_id = json.loads(proposed.stdout.strip().splitlines()[-1])["approval_id"]
-    crashed = _proc(settings, "approve-and-crash", owner, thread, service.url, approval_id)
+    crashed = _proc(settings, service, "approve-and-crash", owner, thread, service.url, approval_id)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
     assert len(service.payments) == 1 and await _ledger(db, approval_id) == "intent"  # paid, not recorded
 
-    restarted = settings.model_copy(update={**_LOOPBACK, "thread_lease_seconds": 2.0})
+    restarted = settings.model_copy(update={**_loopback(service), "thread_lease_seconds": 2.0})
     async with open_app(restarted, picker_model=ScriptedModel(steps=[]),
                         tools=[payments_tool(service.url, reconcile=hook)]) as app:
         me = Context(owner_id=owner, timezone="Europe/Paris")

@@ -325,7 +325,7 @@ def _eval_settings(settings: Settings, port: int) -> Settings:
         "weather_url": f"http://weather.example:{port}",
         "geocoding_url": f"http://geo.example:{port}",
         "search_url": f"http://search.example:{port}",
-        "egress_allow_hosts": ["news.example"],
+        "egress_allow_hosts": ["news.example", f"news.example:{port}"],
         "egress_allow_networks": ["127.0.0.1/32"],  # the loopback site stands in for the public web
         "egress_mode": "enforce",
         "governance_mode": "enforce",
