@@ -47,11 +47,15 @@ _BIDI_CONTROLS: Final = frozenset(
 _ALLOWED_CONTROLS: Final = frozenset("\t\n\r")
 
 
-def unsafe_text_reason(text: str) -> str | None:
+def unsafe_text_reason(text: str, *, format_chars: bool = False) -> str | None:
     """Why ``text`` may not reach a tool, or ``None`` when it is acceptable.
 
     Refuses NUL and other C0/C1 control characters (tab and newlines excepted), lone UTF-16
-    surrogates (unencodable, and a classic filter bypass) and bidi controls.
+    surrogates (unencodable, and a classic filter bypass) and bidi controls; and, unless
+    ``format_chars``, invisible format characters (Unicode category Cf: zero-width space and
+    joiners, word joiner, byte-order mark, soft hyphen, tag characters) and the line and
+    paragraph separators: they hide text from the person who reads the preview, and split words
+    past the DLP scan.
     """
     for ch in text:
         code = ord(ch)
@@ -61,28 +65,40 @@ def unsafe_text_reason(text: str) -> str | None:
             return "bidirectional control character"
         if ch in _ALLOWED_CONTROLS:
             continue
-        if unicodedata.category(ch) == "Cc":
+        category = unicodedata.category(ch)
+        if category == "Cc":
             return "NUL byte" if code == 0 else "control character"
+        if not format_chars and category in ("Cf", "Zl", "Zp"):
+            return "invisible format character"
     return None
 
 
-def _check_text(value: str) -> str:
-    reason = unsafe_text_reason(value)
-    if reason is not None:
-        raise ValueError(f"text contains a {reason}")
-    return value
+def _checker(*, format_chars: bool) -> Any:
+    def check(value: str) -> str:
+        reason = unsafe_text_reason(value, format_chars=format_chars)
+        if reason is not None:
+            raise ValueError(f"text contains a {reason}")
+        return value
+
+    return check
 
 
-def SafeText(max_length: int, *, min_length: int = 1, strip: bool = False) -> Any:  # noqa: N802 - a type factory
-    """A string of bounded length with no control, surrogate or bidi characters.
+_check_text = _checker(format_chars=False)
+
+
+def SafeText(  # noqa: N802 - a type factory
+    max_length: int, *, min_length: int = 1, strip: bool = False, format_chars: bool = False
+) -> Any:
+    """A string of bounded length with no control, surrogate, bidi or invisible format characters.
 
     The value arrives as sent: surrounding whitespace is kept unless ``strip`` says the schema
-    strips it. ``min_length=0`` allows the empty string.
+    strips it. ``min_length=0`` allows the empty string. A field that needs zero-width joiners
+    (emoji sequences, some scripts) declares ``format_chars=True``; bidi controls stay refused.
     """
     return Annotated[
         str,
         StringConstraints(min_length=min_length, max_length=max_length, strip_whitespace=strip),
-        AfterValidator(_check_text),
+        AfterValidator(_checker(format_chars=format_chars)),
     ]
 
 

@@ -161,12 +161,27 @@ def _strings(value: Any) -> list[str]:
         pytest.param("a\u202eb", "bidirectional control character", id="rlo"),
         pytest.param("a\u2066b", "bidirectional control character", id="isolate"),
         pytest.param("a\ud800b", "lone surrogate", id="lone-surrogate"),
+        *(pytest.param(f"pass{ch}word", "invisible format character", id=f"invisible-U+{ord(ch):04X}")
+          for ch in "\u200b\u200c\u200d\ufeff\u2060\u00ad\u2028\u2029\U000e0041"),
         pytest.param("line\nbreak\ttab", None, id="whitespace-ok"),
         pytest.param("café ☕ 日本", None, id="unicode-ok"),
     ],
 )
 def test_unsafe_text(text: str, reason: str | None) -> None:
     assert unsafe_text_reason(text) == reason
+
+
+def test_invisible_characters_are_refused_in_arguments_unless_the_field_declares_them() -> None:
+    from pydantic import TypeAdapter, ValidationError
+
+    from policies.arguments import SafeText
+
+    with pytest.raises(ValidationError, match="invisible format character"):
+        TypeAdapter(SafeText(50)).validate_python("send to ev\u200bil")
+    family = "\U0001F468\u200d\U0001F469\u200d\U0001F467"
+    assert TypeAdapter(SafeText(50, format_chars=True)).validate_python(family) == family
+    with pytest.raises(ValidationError, match="bidirectional"):
+        TypeAdapter(SafeText(50, format_chars=True)).validate_python("a\u202eb")
 
 
 @pytest.mark.parametrize(

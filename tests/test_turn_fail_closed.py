@@ -44,6 +44,7 @@ def _codes(out: TurnOutcome) -> list[str]:
         pytest.param([call("calendar__list", {"range": "yesterday"})] * 2, "invalid_args", id="off-enum"),
         pytest.param([call("mail__send", {"to": ["a@b.example"], "subject": "hi", "body": "x\u202ey"})] * 2, "invalid_args", id="bidi-text"),
         pytest.param([call("mail__send", {"to": ["a@b.example"], "subject": "hi\x00", "body": "x"})] * 2, "invalid_args", id="nul-text"),
+        pytest.param([call("mail__send", {"to": ["a@b.example"], "subject": "hi", "body": "pa\u200bss"})] * 2, "invalid_args", id="zero-width-text"),
     ],
 )
 async def test_invalid_calls_get_one_correction_then_clarify(
