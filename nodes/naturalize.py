@@ -28,6 +28,7 @@ from nodes._common import sink_for, thread_id_of
 from nodes._picking import usage_record
 from policies.fencing import fence, new_nonce
 from policies.honesty import Outcome, check_claims
+from policies.storable import visible_controls
 
 __all__ = ["make_naturalize"]
 
@@ -191,7 +192,7 @@ def make_naturalize(provider: ServicesProvider) -> Any:
                 wrote = any(c["status"] == "ran" and c["writes"] for c in calls)
                 honest = "" if wrote else _NOTHING_CHANGED.get(outcome, _NOTHING_CHANGED["reply"])
                 text = "\n\n".join(p for p in (account, honest) if p) or "Only what is listed above happened."
-        reply = text or _NOTHING_CHANGED.get(outcome, "How can I help?")
+        reply = visible_controls(text) or _NOTHING_CHANGED.get(outcome, "How can I help?")
         superseded = state.get("superseded")
         if superseded:
             reply += f"\n\n(Your new message replaced the earlier request awaiting approval — {superseded} — so that will not run.)"

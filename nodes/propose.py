@@ -31,6 +31,7 @@ from policies.arguments import load_args
 from policies.dlp import scan_values
 from policies.errors import TollgateError
 from policies.hitl import ApprovalRequest, DecisionType
+from policies.storable import visible_controls
 from tools.registry import ActionSpec, function_name
 
 __all__ = ["Proposed", "build_request", "joined_preview", "make_propose", "request_hash"]
@@ -227,4 +228,6 @@ async def _preview(svc: Services, spec: ActionSpec, plan: Plan, ctx: Context, la
                                         database=found is not None and found.database, labels=labels)
     # The warning is derived from the exact arguments that will run, like the preview itself.
     warning = scan_values(plan["args"], governance_policy(svc.settings).dlp).warning()
+    # A preview quotes stored third-party text (a title, a sender): its bidi controls are shown.
+    preview = visible_controls(preview)
     return f"{warning}\n\n{preview}" if warning else preview

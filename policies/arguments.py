@@ -26,7 +26,7 @@ from pydantic import (
     ValidationError,
 )
 
-from policies.storable import MAX_DEPTH, depth_of
+from policies.storable import BIDI_CONTROLS, MAX_DEPTH, depth_of
 
 __all__ = [
     "ArgsModel",
@@ -39,11 +39,6 @@ __all__ = [
     "validate_args",
 ]
 
-# Bidirectional formatting characters (Unicode TR9 "explicit formatting"): they make text
-# render differently from what a reviewer reads in an approval preview (CVE-2021-42574).
-_BIDI_CONTROLS: Final = frozenset(
-    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-)
 _ALLOWED_CONTROLS: Final = frozenset("\t\n\r")
 
 
@@ -61,7 +56,7 @@ def unsafe_text_reason(text: str, *, format_chars: bool = False) -> str | None:
         code = ord(ch)
         if 0xD800 <= code <= 0xDFFF:
             return "lone surrogate"
-        if ch in _BIDI_CONTROLS:
+        if ch in BIDI_CONTROLS:  # text that renders otherwise than a reviewer reads it
             return "bidirectional control character"
         if ch in _ALLOWED_CONTROLS:
             continue

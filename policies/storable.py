@@ -5,6 +5,10 @@ strings Python cannot encode as UTF-8 (lone surrogates), or simply be huge. :fun
 returns a copy of a JSON value with those characters replaced by U+FFFD, strings clipped,
 nesting bounded and lists cut to fit a total budget, and says whether it had to change
 anything. Pure: no I/O, no mutation of the input.
+
+It also makes bidirectional controls visible (:func:`visible_controls`): a title written
+``Pay \u202egnp.exe\u202c invoice`` would render as "Pay exe.png invoice" on an approval card,
+in a list or in a reply; it shows as ``Pay [U+202E]gnp.exe[U+202C] invoice`` instead.
 """
 
 from __future__ import annotations
@@ -13,12 +17,20 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["MAX_DEPTH", "Storable", "depth_of", "storable", "unstorable"]
+__all__ = ["BIDI_CONTROLS", "MAX_DEPTH", "Storable", "depth_of", "storable", "unstorable", "visible_controls"]
 
 MAX_DEPTH: Final = 32
 """Deepest nesting of a value Tollgate stores or accepts as arguments."""
 _UNSTORABLE: Final = re.compile(r"[\x00\ud800-\udfff]")
 _REPLACEMENT: Final = "\ufffd"
+BIDI_CONTROLS: Final = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+"""Bidirectional formatting characters (Unicode TR9 explicit formatting; CVE-2021-42574)."""
+_BIDI: Final = re.compile("[" + "".join(sorted(BIDI_CONTROLS)) + "]")
+
+
+def visible_controls(text: str) -> str:
+    """``text`` with each bidi control shown as ``[U+XXXX]``, so it cannot reorder what a reader sees."""
+    return _BIDI.sub(lambda m: f"[U+{ord(m.group()):04X}]", text) if _BIDI.search(text) else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +70,7 @@ def depth_of(value: object, *, limit: int = MAX_DEPTH + 1) -> int:
 def storable(value: Any, *, max_chars: int = 20_000, budget: int = 200_000, max_depth: int = MAX_DEPTH) -> Storable:
     """A copy of the JSON ``value`` that PostgreSQL can store and a turn can carry.
 
-    Strings lose NUL and lone surrogates (replaced) and are clipped to ``max_chars``; nesting
+    Strings lose NUL and lone surrogates (replaced), show bidi controls, and are clipped to ``max_chars``; nesting
     deeper than ``max_depth`` is dropped; once ``budget`` characters of strings are spent, the
     remaining items of lists are dropped. Keys are cleaned like strings.
     """
@@ -67,7 +79,7 @@ def storable(value: Any, *, max_chars: int = 20_000, budget: int = 200_000, max_
 
     def clean(text: str) -> str:
         nonlocal changed, spent
-        fixed = _UNSTORABLE.sub(_REPLACEMENT, text)
+        fixed = visible_controls(_UNSTORABLE.sub(_REPLACEMENT, text))
         if len(fixed) > max_chars:
             fixed = fixed[: max_chars - 1] + "…"
         if fixed != text:

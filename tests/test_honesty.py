@@ -69,3 +69,4 @@ async def test_a_listing_whose_titles_start_with_a_verb_is_not_rewritten(
     assert out.reply is not None and "Updated roadmap review" in out.reply and "Standup" in out.reply
     done = next(e for e in out.events if e["type"] == "message_complete")
     assert done["data"]["honesty_rewrite"] is False
+
