@@ -327,7 +327,9 @@ def serve(
         # One value per line, never wrapped, so both can be copied as they are.
         _out.print(Text.assemble("Tollgate: ", (url, "bold cyan")), soft_wrap=True)
         _out.print(Text.assemble("demo token (owner `demo`): ", (token, "bold")), soft_wrap=True)
-        _out.print(f"open {url} and paste the token, or: curl -N -H 'Authorization: Bearer {token}' "
+        # The token rides in the fragment: a browser never sends it, so no access log records it.
+        _out.print(Text.assemble("open: ", (f"{url}#token={token}", "bold cyan")), soft_wrap=True)
+        _out.print(f"or paste the token at {url}, or: curl -N -H 'Authorization: Bearer {token}' "
                    f"-H 'Content-Type: application/json' -d '{{\"message\": \"what is on my calendar today?\"}}' "
                    f"{url}v1/chat", style="dim", soft_wrap=True)
     try:

@@ -45,15 +45,17 @@ class LiveServer:
 
 
 @contextmanager
-def serve(settings: Settings, **app_options: Any) -> Iterator[LiveServer]:
-    """Run ``server.create_app(settings, **app_options)`` under uvicorn on a free loopback port."""
+def serve(settings: Settings, *, access_log: bool = False, **app_options: Any) -> Iterator[LiveServer]:
+    """Run ``server.create_app(settings, **app_options)`` under uvicorn on a free loopback port
+    (with uvicorn's access log on, to the ``uvicorn.access`` logger, when ``access_log``)."""
     from server import create_app
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(settings, **app_options), lifespan="on", log_level="warning", ws="none",
-                            access_log=False)
+    config = uvicorn.Config(create_app(settings, **app_options), lifespan="on",
+                            log_level="info" if access_log else "warning", ws="none",
+                            access_log=access_log)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn:{port}", daemon=True)
     thread.start()

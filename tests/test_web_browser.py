@@ -7,6 +7,7 @@ installs it; elsewhere the test skips and says how to get it.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -85,7 +86,7 @@ async def test_chat_then_approve_from_the_approval_chip(
 ) -> None:
     problems: list[str] = []
     async with _page(chromium, tmp_path, problems) as page:
-        await page.goto(f"{live_server.url}/?token={api.token}")
+        await page.goto(f"{live_server.url}/#token={api.token}")
         assert "token=" not in page.url  # the demo link's token leaves the address bar at once
         await expect(page.locator("#status")).to_have_text("Ready", timeout=_WAIT_MS)
 
@@ -139,7 +140,7 @@ async def test_a_request_of_two_actions_is_decided_per_action_then_sent_once(
     roomy = settings.model_copy(update={"rate_limit_burst": 100_000, "rate_limit_per_minute": 1_000_000})
     with serve(roomy, clock=Clock(NOW), picker_model=model) as server:
         async with _page(chromium, tmp_path, problems) as page:
-            await page.goto(f"{server.url}/?token={token}")
+            await page.goto(f"{server.url}/#token={token}")
             await expect(page.locator("#status")).to_have_text("Ready", timeout=_WAIT_MS)
             await _send(page, "what's on my calendar today?")
             await expect(page.locator(".msg.assistant .bubble.done").last).to_contain_text(
@@ -170,3 +171,42 @@ async def test_a_request_of_two_actions_is_decided_per_action_then_sent_once(
         cur = await conn.execute("SELECT count(*) AS n FROM mail_outbox WHERE owner_id = %s", (owner,))
         assert (await cur.fetchone())["n"] == 0  # type: ignore[index]
     assert problems == []
+
+
+async def test_the_demo_link_keeps_the_token_out_of_every_request_and_the_access_log(
+    settings: Settings, db: Database, owner: str, chromium: Path, tmp_path: Path
+) -> None:
+    """The token rides in the URL fragment, which the browser never sends; the page then sends it
+    only as an ``Authorization`` header, which uvicorn's access log does not record."""
+    token = await issue_token(db, owner, label="test")
+    problems: list[str] = []
+    sent: list[str] = []
+    logged: list[str] = []
+    access = logging.getLogger("uvicorn.access")
+    with serve(settings, access_log=True) as server:
+        # uvicorn configures its loggers as it starts: listen once it has.
+        handler = _Lines(logged)
+        access.addHandler(handler)
+        try:
+            async with _page(chromium, tmp_path, problems) as page:
+                page.on("request", lambda r: sent.append(r.url))
+                await page.goto(f"{server.url}/#token={token}")
+                await expect(page.locator("#status")).to_have_text("Ready", timeout=_WAIT_MS)
+                assert "token" not in page.url
+        finally:
+            access.removeHandler(handler)
+    assert any("/v1/" in line and line.endswith(" 200") for line in logged)  # the API took the token
+    assert sent and not any(token in url for url in sent)
+    assert not any(token in line for line in logged)
+    assert problems == []
+
+
+class _Lines(logging.Handler):
+    """Collects formatted log lines."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())

@@ -14,7 +14,8 @@ STATIC_DIR: Final = Path(__file__).resolve().parent / "static"
 """Where the page's files live (served under ``/static``)."""
 
 # The page keeps a bearer token: allow only our own scripts (no inline code), never send a
-# Referer (the demo link carries ?token=), and refuse to be framed.
+# Referer, and refuse to be framed. (The demo link carries the token in the fragment, which
+# browsers never send.)
 _PAGE_HEADERS: Final = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "

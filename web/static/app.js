@@ -414,13 +414,15 @@ async function refreshSide() {
 // ---- start-up -----------------------------------------------------------------------------
 
 function init() {
-  const url = new URL(window.location.href);
-  const fromUrl = url.searchParams.get("token");
-  if (fromUrl) {  // the demo link: keep the token, then drop it from the address bar and history
-    state.token = fromUrl;
-    localStorage.setItem(TOKEN_KEY, fromUrl);
-    url.searchParams.delete("token");
-    history.replaceState(null, "", url.pathname + url.search + url.hash);
+  // The demo link carries the token in the fragment (``/#token=...``): browsers never send a
+  // fragment to the server, so no access log or proxy sees it. Keep it, then drop it from the
+  // address bar and history.
+  const fragment = new URLSearchParams(window.location.hash.slice(1));
+  const fromLink = fragment.get("token");
+  if (fromLink) {
+    state.token = fromLink;
+    localStorage.setItem(TOKEN_KEY, fromLink);
+    history.replaceState(null, "", window.location.pathname + window.location.search);
   }
   $("#token").value = state.token;
   $("#token-form").addEventListener("submit", (e) => {
