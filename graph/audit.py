@@ -6,30 +6,22 @@ RFC 8785 canonical JSON of those fields; the database trigger (migration 0003) n
 and chains it (``row_hash = sha256(prev_hash || body)``). :func:`verify_chain` recomputes the
 chain from the rows alone, so an edited, removed or reordered row is found. As a last guard,
 a body in which DLP finds anything is refused (a programming error: no secret is persisted).
-
-:func:`audited` wraps a node whose refusals it records, so nodes that are not governance code
-(picker, id validation, the approval interrupt) need no audit logic of their own.
 """
 
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal
 
 import rfc8785
-from langchain_core.runnables import RunnableConfig
-from langgraph.runtime import Runtime
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from graph.services import ServicesProvider
-from graph.state import Context, TurnState
 from policies.dlp import scan_text
 
 __all__ = [
@@ -40,7 +32,6 @@ __all__ = [
     "DetailValue",
     "Stage",
     "append_audit",
-    "audited",
     "verify_chain",
 ]
 
@@ -49,7 +40,7 @@ AUDIT_VERSION: Final = 1
 
 _GENESIS: Final = "0" * 64
 
-Stage = Literal["picker", "gate", "ids", "propose", "approval", "execute", "serde", "runner"]
+Stage = Literal["picker", "gate", "ids", "propose", "approval", "execute", "offer", "serde", "runner", "http"]
 """Where in the turn the decision was taken."""
 
 DetailValue = str | int | bool | list[str]
@@ -224,48 +215,3 @@ async def _verify_rows(conn: AsyncConnection[Any]) -> ChainVerdict:
     finally:
         await cur.close()
     return ChainVerdict(True, count)
-
-
-# --- node wrapper ----------------------------------------------------------------------------
-
-NodeFn = Callable[..., Awaitable[dict[str, Any]]]
-
-_NODE_STAGES: Final[dict[str, Stage]] = {"picker": "picker"}
-"""Nodes whose refusals the wrapper audits (every other node audits its own, per call)."""
-
-
-def _record_from_update(
-    stage: Stage, state: TurnState, update: Mapping[str, Any], ctx: Context, thread_id: str, mode: str
-) -> AuditRecord | None:
-    gate = update.get("gate") or {}
-    if gate.get("verdict") not in ("refuse", "clarify"):
-        return None
-    # The picker's refusals concern calls that never decoded: there is no tool or hash to record.
-    turn_id = str(update.get("turn_id") or state.get("turn_id", ""))
-    return AuditRecord(
-        owner_id=ctx.owner_id, stage=stage, decision=str(gate["verdict"]), reason=str(gate.get("reason", "")),
-        code=str(gate.get("code", "")), thread_id=thread_id, turn_id=turn_id, mode=mode,
-    )
-
-
-def audited(name: str, node: NodeFn, provider: ServicesProvider) -> NodeFn:
-    """Wrap the graph node ``name`` so each refusal (or approval decision) it returns is audited once."""
-    stage = _NODE_STAGES[name]
-    takes_config = len(inspect.signature(node).parameters) >= 3
-
-    async def node_with_audit(state: TurnState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
-        update = await (node(state, runtime, config) if takes_config else node(state, runtime))
-        if update:
-            svc = await provider()
-            configurable: Mapping[str, Any] = config.get("configurable") or {}
-            record = _record_from_update(
-                stage, state, update, runtime.context, str(configurable.get("thread_id", "")),
-                str(getattr(svc.settings, "governance_mode", "enforce")),
-            )
-            if record is not None:
-                await append_audit(svc.db.pool, record, now=svc.clock())
-        return update
-
-    node_with_audit.__name__ = name
-    return node_with_audit
-

@@ -366,8 +366,13 @@ class TurnRunner:
         except TollgateError as exc:
             if not started and not isinstance(exc, NotFound):
                 why = getattr(exc, "reason", exc.code)
+                # The record names the request the refused resume was for (the thread's own).
+                waiting = await self._waiting(thread_id) if thread_id else None
+                block = waiting.request["approval"] if waiting is not None else None
                 record = AuditRecord(owner_id=ctx.owner_id, stage="runner", decision="invalid", reason="resume_refused",
-                                     code=exc.code, thread_id=thread_id[:200], detail={"why": str(why)[:200]})
+                                     code=exc.code, thread_id=thread_id[:200], detail={"why": str(why)[:200]},
+                                     tool=block["tool"] if block else "", action=block["action"] if block else "",
+                                     args_hash=block["args_hash"] if block else "")
                 await append_audit(self.services.db.pool, record, now=self.services.clock())
             raise
 

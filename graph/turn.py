@@ -29,7 +29,6 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from graph.audit import audited
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Plan, TurnInput, TurnOutput, TurnState
 from nodes.approval import make_approval
@@ -138,8 +137,8 @@ def build_graph(
         provider = services
 
     builder = StateGraph(TurnState, context_schema=Context, input_schema=TurnInput, output_schema=TurnOutput)
-    # The picker's refusals are audited by the wrapper; every other node audits its own, per call.
-    builder.add_node("picker", audited("picker", make_picker(provider), provider))
+    # Every node audits its own refusals, per call.
+    builder.add_node("picker", make_picker(provider))
     builder.add_node("tier_gate", make_tier_gate(provider))
     builder.add_node("id_validation", make_id_validation(provider))
     builder.add_node("propose", make_propose(provider))

@@ -23,6 +23,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import Runtime
 
 from graph import leases
+from graph.audit import AuditRecord, append_audit
 from graph.events import EventSink
 from graph.services import Services, ServicesProvider
 from graph.state import CallRecord, Context, Gate, Plan, TurnState
@@ -37,6 +38,7 @@ from nodes._picking import (
 )
 from nodes.menu import Menu, MenuBuilder
 from nodes.picker_prompt import ContextRow, EarlierTurn, PickerContext, build_messages
+from policies.approval import raw_args_hash
 from policies.fencing import new_nonce
 from policies.hitl import MAX_ACTIONS
 from policies.storable import MAX_DEPTH, depth_of
@@ -142,6 +144,18 @@ _RESETTABLE = ("plans", "gate", "pending", "approval_request", "calls", "steps",
 """Turn-scoped fields a new turn resets; their readers treat a missing value as the reset one."""
 
 
+async def _audit(svc: Services, ctx: Context, config: RunnableConfig, turn_id: str, decision: str, reason: str,
+                 code: str, *, function: str = "", raw: object = None) -> None:
+    """One audit record of a picker refusal; a refused call names its action when it is registered."""
+    found = svc.registry.lookup(function) if function else None
+    await append_audit(svc.db.pool, AuditRecord(
+        owner_id=ctx.owner_id, stage="picker", decision=decision, reason=reason, code=code,
+        tool=found[0].name if found else "", action=found[1].name if found else "",
+        args_hash=raw_args_hash(raw), thread_id=thread_id_of(config), turn_id=turn_id,
+        mode=svc.settings.governance_mode, detail={"unknown_function": True} if function and not found else {},
+    ), now=svc.clock())
+
+
 def make_picker(provider: ServicesProvider) -> Any:
     """Build the picker node."""
     menus: dict[int, MenuBuilder] = {}
@@ -227,6 +241,7 @@ def make_picker(provider: ServicesProvider) -> Any:
             row = await cur.fetchone()  # read once committed: the check, the setup and the commit are one round trip
             if row is None or row["owner_id"] != ctx.owner_id:
                 # The thread exists and belongs to someone else: act on nothing.
+                await _audit(svc, ctx, config, turn_id, "refuse", "foreign_thread", "permission_denied")
                 sink.emit("planner_decision", decision="refuse", code="permission_denied")
                 return update | {
                     "seq": sink.seq,
@@ -255,6 +270,7 @@ def make_picker(provider: ServicesProvider) -> Any:
         corrected = False
         plans: list[Plan] = []
         refused: list[CallRecord] = []
+        invalid: list[tuple[str, object]] = []
         text_answer: AIMessage | None = None
         cap = min(svc.settings.max_calls_per_step, MAX_ACTIONS)
         for attempt in range(2):
@@ -273,6 +289,7 @@ def make_picker(provider: ServicesProvider) -> Any:
             stored, too_deep = storable_answer(answer)
             new_messages.append(stored)
             refused = []
+            invalid = []
             for index, call in enumerate(answer.tool_calls):
                 call_id = str(call["id"])
                 violations = bad.get(call_id, [])
@@ -292,9 +309,15 @@ def make_picker(provider: ServicesProvider) -> Any:
                 refused.append(CallRecord(call_id=call_id, tool=str(call.get("name") or "")[:64], action="",
                                           status="clarify", writes=False, code="invalid_args",
                                           message="I couldn't turn that into a valid request, so I did nothing."))
+                invalid.append((str(call.get("name") or ""), call.get("args")))
             if plans:
                 break
             corrected = attempt == 0
+        # Each call of the final answer that did not decode is one refusal (the first answer's were
+        # shown to the model to correct, and corrected or refused again here).
+        for name, raw in invalid:
+            await _audit(svc, ctx, config, update.get("turn_id") or state.get("turn_id", ""), "clarify",
+                         "invalid_call", "invalid_args", function=name, raw=raw)
         tags = {"tags": list(menu.tags.applied), "ignored_tags": list(menu.tags.ignored)} if (
             menu.tags.applied or menu.tags.ignored) else {}
         lists_run = list(update.get("lists_run", []) if new_turn else state.get("lists_run") or [])

@@ -26,6 +26,7 @@ __all__ = [
     "SCHEMA_VERSION_SUMMARIES",
     "ApprovalClaims",
     "args_hash",
+    "raw_args_hash",
     "canonical_json",
     "check_binding",
     "derive_nonce",
@@ -52,6 +53,15 @@ def canonical_json(value: Any) -> bytes:
 def args_hash(args: dict[str, Any]) -> str:
     """SHA-256 hex of the canonical JSON of validated arguments."""
     return hashlib.sha256(canonical_json(args)).hexdigest()
+
+
+def raw_args_hash(raw: object) -> str:
+    """The hash of arguments as a model sent them (for the audit of a refused call); ``""`` when
+    they are no JSON object or cannot be canonicalized."""
+    try:
+        return args_hash(raw) if isinstance(raw, dict) else ""
+    except (TypeError, ValueError):
+        return ""
 
 
 @dataclass(frozen=True, slots=True)

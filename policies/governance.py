@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from policies.approval import args_hash
+from policies.approval import args_hash, raw_args_hash
 from policies.arguments import validate_args
 from policies.dlp import DEFAULT_DLP, DlpPolicy, DlpReport, scan_values
 from policies.egress import EgressPolicy, UrlField, check_url
@@ -131,13 +131,6 @@ def url_fields(model: type[BaseModel]) -> tuple[str, ...]:
     )
 
 
-def _raw_hash(raw: object) -> str:
-    try:
-        return args_hash(raw) if isinstance(raw, dict) else ""
-    except (TypeError, ValueError):
-        return ""
-
-
 def govern(
     tool: str,
     action: str,
@@ -152,11 +145,11 @@ def govern(
         return GovernanceDecision.refuse("blocklist", "unknown_action", "permission_denied", mode=mode)
     tier = classify_tier(tool, action, tier_map, facts.effect)
     if tier.run == "refuse":
-        return GovernanceDecision.refuse(tier.tier, tier.reason, "permission_denied", mode=mode, args_hash=_raw_hash(raw_args))
+        return GovernanceDecision.refuse(tier.tier, tier.reason, "permission_denied", mode=mode, args_hash=raw_args_hash(raw_args))
     checked = validate_args(facts.args_model, raw_args)
     if checked.value is None:
         return GovernanceDecision.clarify(
-            tier.tier, "invalid_args", "invalid_args", mode=mode, violations=checked.violations, args_hash=_raw_hash(raw_args)
+            tier.tier, "invalid_args", "invalid_args", mode=mode, violations=checked.violations, args_hash=raw_args_hash(raw_args)
         )
     args = checked.value.model_dump(mode="json", exclude_none=True)
     digest = args_hash(args)

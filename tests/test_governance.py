@@ -333,3 +333,30 @@ async def test_shadow_mode_records_without_acting(services: Services, db: Databa
     rows = [(r["decision"], r["mode"], r["detail"].get("shadow")) for r in await audit_rows(db, ctx.owner_id)]
     assert rows == [("execute", "shadow", ["dlp_approval"]), ("refuse", "shadow", None)]
 
+
+
+@pytest.mark.parametrize(
+    ("scenario", "named"),
+    [
+        pytest.param(_owner_claim, ("calendar", "list"), id="schema-refusal"),
+        pytest.param(_invented_id, ("calendar", "cancel_event"), id="id-refusal"),
+        pytest.param(_edit_changes_action, ("mail", "send"), id="edit-of-another-action"),
+        pytest.param(_tampered_token, ("mail", "send"), id="forged-token"),
+    ],
+)
+async def test_every_refusal_names_its_tool_action_and_args_hash(
+    gov_turns: Turns, model: ScriptedModel, ctx: Context, db: Database, clock: Clock,
+    scenario: Scenario, named: tuple[str, str],
+) -> None:
+    await scenario(gov_turns, model, ctx, ctx.owner_id + "/named", clock)
+    refusals = [r for r in await audit_rows(db, ctx.owner_id) if r["decision"] in _REFUSALS]
+    assert [(r["tool"], r["action"]) for r in refusals] == [named]
+    assert len(refusals[0]["args_hash"]) == 64
+
+
+async def test_a_call_to_an_unknown_function_is_recorded_as_such(
+    gov_turns: Turns, model: ScriptedModel, ctx: Context, db: Database, clock: Clock
+) -> None:
+    await _invented_function(gov_turns, model, ctx, ctx.owner_id + "/unknown", clock)
+    (refusal,) = [r for r in await audit_rows(db, ctx.owner_id) if r["decision"] in _REFUSALS]
+    assert (refusal["tool"], refusal["detail"]) == ("", {"unknown_function": True}) and len(refusal["args_hash"]) == 64

@@ -249,3 +249,10 @@ async def test_the_rate_limit_is_per_principal_and_ignores_client_headers(settin
             assert [(await client.get("/healthz")).status_code for _ in range(5)] == [200] * 5
             unauthenticated = await client.get("/v1/approvals")
             assert unauthenticated.status_code == 401  # no token: refused before any budget is spent
+    # The run of three refusals is one record, of the owner who was refused.
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT owner_id, stage, reason, code FROM audit_log WHERE owner_id = ANY(%s) AND stage = 'http'",
+            ([first, second],))
+        assert await cur.fetchall() == [{"owner_id": first, "stage": "http", "reason": "rate_limited",
+                                         "code": "rate_limited"}]

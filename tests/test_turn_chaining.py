@@ -33,6 +33,11 @@ async def test_the_step_budget_bounds_a_turn(
     assert [e["data"]["action"] for e in out.events if e["type"] == "tool_start"] == ["list", "read"]
     # The budget ends the loop with an offer to go on in the background, as a proposal to approve.
     assert out.outcome == "proposed" and out.approval is not None and out.approval.tool == "background"
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT decision, reason, tool, detail FROM audit_log WHERE owner_id = %s AND stage = 'offer'", (ctx.owner_id,))
+        assert await cur.fetchall() == [{"decision": "propose", "reason": "step_budget_exhausted",
+                                         "tool": "background", "detail": {"steps": 2}}]
 
 
 async def test_the_same_list_runs_at_most_once_per_turn(turns: Turns, model: ScriptedModel, ctx: Context) -> None:

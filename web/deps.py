@@ -16,6 +16,7 @@ from graph.app import App
 from graph.settings import Settings
 from graph.state import Context
 from web.auth import owner_of_token
+from graph.audit import AuditRecord, append_audit
 from web.errors import RateLimited, Unauthenticated
 from web.hub import TurnHub
 from web.ratelimit import RateLimiter
@@ -115,9 +116,15 @@ async def current_principal(
     owner = await owner_of_token(state.app.services.db, token)
     if owner is None:
         raise Unauthenticated()
-    retry_after = state.limiter.take(owner)
-    if retry_after is not None:
-        raise RateLimited(retry_after)
+    refused = state.limiter.take(owner)
+    if refused is not None:
+        if refused.first:
+            # One record per run of refusals: a client hammering a spent budget must not turn
+            # each refused request into a database write.
+            record = AuditRecord(owner_id=owner, stage="http", decision="refuse", reason="rate_limited",
+                                 code="rate_limited", thread_id="", turn_id="")
+            await append_audit(state.app.services.db.pool, record, now=state.app.services.clock())
+        raise RateLimited(refused.retry_after)
     context = Context(owner_id=owner, timezone=state.settings.default_timezone, channel="chat")
     return Principal(owner_id=owner, context=context, server=state)
 

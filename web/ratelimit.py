@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["RateLimiter"]
+__all__ = ["RateLimiter", "Refused"]
 
 _PRUNE_EVERY = 1024
 
@@ -20,6 +20,18 @@ _PRUNE_EVERY = 1024
 class _Bucket:
     tokens: float
     stamp: float
+    refusing: bool = False
+    """Whether the last request was refused (a run of refusals is audited once, at its start)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A refused request: when one will be allowed, and whether it starts a run of refusals."""
+
+    retry_after: float
+    """Seconds until a request is allowed."""
+    first: bool
+    """The first refusal since a request was last allowed."""
 
 
 class RateLimiter:
@@ -34,8 +46,8 @@ class RateLimiter:
         self._buckets: dict[str, _Bucket] = {}
         self._takes = 0
 
-    def take(self, key: str) -> float | None:
-        """Spend one request for ``key``: ``None`` if allowed, else seconds until one is."""
+    def take(self, key: str) -> Refused | None:
+        """Spend one request for ``key``: ``None`` if allowed, else the refusal."""
         now = self._clock()
         self._takes += 1
         if self._takes % _PRUNE_EVERY == 0:
@@ -47,8 +59,10 @@ class RateLimiter:
         bucket.stamp = now
         if bucket.tokens >= 1.0:
             bucket.tokens -= 1.0
+            bucket.refusing = False
             return None
-        return (1.0 - bucket.tokens) / self.rate
+        first, bucket.refusing = not bucket.refusing, True
+        return Refused((1.0 - bucket.tokens) / self.rate, first)
 
     def _prune(self, now: float) -> None:
         """Forget buckets that have refilled completely (they behave exactly like new ones)."""
