@@ -35,6 +35,7 @@ __all__ = [
     "DlpPolicy",
     "DlpReport",
     "Finding",
+    "JOINED",
     "KIND_LABELS",
     "Layer",
     "scan_text",
@@ -315,8 +316,13 @@ def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from _strings(item, f"{path}[{index}]")
 
 
+JOINED: Final = "(joined)"
+"""The field name of a finding in the concatenation of a value's strings."""
+
+
 def scan_values(values: Any, policy: DlpPolicy = DEFAULT_DLP) -> DlpReport:
-    """Scan every string inside ``values`` (a JSON-like value); fail closed on size or error."""
+    """Scan every string inside ``values`` (a JSON-like value), and their concatenation; fail
+    closed on size or error."""
     try:
         strings = list(_strings(values, ""))
         if sum(len(s) for _, s in strings) > policy.max_chars:
@@ -324,7 +330,16 @@ def scan_values(values: Any, policy: DlpPolicy = DEFAULT_DLP) -> DlpReport:
         scan = _Scan(policy)
         for path, text in strings:
             scan.value(text, path)
-        return DlpReport(findings=tuple(_dedupe(scan.findings)))
+        findings = _dedupe(scan.findings)
+        if len(strings) > 1:
+            # A secret split across two arguments (key id in one, the rest in another) is found in
+            # their concatenation, in the order the call gives them; kinds one argument already
+            # shows are not reported twice.
+            joined = _Scan(policy)
+            joined.value("".join(text for _, text in strings), JOINED)
+            seen = {f.kind for f in findings}
+            findings += [f for f in _dedupe(joined.findings) if f.kind not in seen]
+        return DlpReport(findings=tuple(findings))
     except _ScanLimit:
         return DlpReport(failure="scan_limit")
     except Exception:  # noqa: BLE001 - any scanner fault must block, never pass the value

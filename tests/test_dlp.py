@@ -248,3 +248,11 @@ def test_the_hex_view_is_only_skipped_where_it_could_not_match(text: str) -> Non
 
     if _HEX.search(text):
         assert _BASE64.search(text)
+
+
+def test_a_secret_split_across_two_arguments_is_found_in_their_concatenation() -> None:
+    split = {"subject": "AKIA", "body": "IOSFODNN7EXAMPLE"}
+    assert scan_text("AKIA").clean and scan_text("IOSFODNN7EXAMPLE").clean  # each half alone is nothing
+    report = scan_values(split)
+    assert "aws_access_key_id" in report.kinds and report.fields == ("(joined)",)
+    assert scan_values({"subject": "Lunch", "body": "See you at 12:30."}).clean

@@ -360,3 +360,13 @@ async def test_a_call_to_an_unknown_function_is_recorded_as_such(
     await _invented_function(gov_turns, model, ctx, ctx.owner_id + "/unknown", clock)
     (refusal,) = [r for r in await audit_rows(db, ctx.owner_id) if r["decision"] in _REFUSALS]
     assert (refusal["tool"], refusal["detail"]) == ("", {"unknown_function": True}) and len(refusal["args_hash"]) == 64
+
+
+async def test_a_secret_split_across_two_arguments_still_warns_the_approver(
+    gov_turns: Turns, model: ScriptedModel, ctx: Context
+) -> None:
+    args = {"to": ["sam@example.com"], "subject": AWS_KEY_ID[:4], "body": AWS_KEY_ID[4:]}
+    model.push(call("mail__send", args))
+    out = await gov_turns.send(ctx, ctx.owner_id + "/split", "send sam the key in two parts")
+    assert out.approval is not None
+    assert out.approval.preview.startswith("⚠ Data-loss warning: this contains what looks like an AWS access key id")
