@@ -321,8 +321,8 @@ JOINED: Final = "(joined)"
 
 
 def scan_values(values: Any, policy: DlpPolicy = DEFAULT_DLP) -> DlpReport:
-    """Scan every string inside ``values`` (a JSON-like value), and their concatenation; fail
-    closed on size or error."""
+    """Scan every string inside ``values`` (a JSON-like value), and each neighbouring pair joined;
+    fail closed on size or error."""
     try:
         strings = list(_strings(values, ""))
         if sum(len(s) for _, s in strings) > policy.max_chars:
@@ -332,11 +332,14 @@ def scan_values(values: Any, policy: DlpPolicy = DEFAULT_DLP) -> DlpReport:
             scan.value(text, path)
         findings = _dedupe(scan.findings)
         if len(strings) > 1:
-            # A secret split across two arguments (key id in one, the rest in another) is found in
-            # their concatenation, in the order the call gives them; kinds one argument already
-            # shows are not reported twice.
+            # A secret split across two arguments (key id in one, the rest in another) is found by
+            # scanning each pair of neighbouring strings joined, in both orders; kinds one
+            # argument already shows are not reported twice.
             joined = _Scan(policy)
-            joined.value("".join(text for _, text in strings), JOINED)
+            texts = [text for _, text in strings]
+            for first, second in zip(texts, texts[1:]):
+                joined.value(first + second, JOINED)
+                joined.value(second + first, JOINED)
             seen = {f.kind for f in findings}
             findings += [f for f in _dedupe(joined.findings) if f.kind not in seen]
         return DlpReport(findings=tuple(findings))
