@@ -44,9 +44,11 @@ def finalized(plan: Plan, args: dict[str, Any], digest: str, *, proposed_at: int
 
 
 def seal(svc: Services, plan: Plan, ctx: Context, thread_id: str, turn_id: str, *, purpose: SealPurpose) -> Plan:
-    """``plan`` with the seal execute checks: only a call the gate (or the server) decided may run."""
+    """``plan`` with the seal execute checks: only a call the gate (or the server) decided may run,
+    and only as decided (the seal covers the plan's ``verdict``)."""
     mark = seal_plan(svc.key(), purpose=purpose, thread_id=thread_id, owner_id=ctx.owner_id, turn_id=turn_id,
-                     call_id=plan["call_id"], tool=plan["tool"], action=plan["action"], args_hash=plan["args_hash"])
+                     call_id=plan["call_id"], tool=plan["tool"], action=plan["action"], args_hash=plan["args_hash"],
+                     verdict=plan.get("verdict", ""))
     return {**plan, "seal": mark}
 
 

@@ -284,6 +284,7 @@ def _authority(
     purpose = verify_seal(
         svc.key(), plan.get("seal"), thread_id=thread_id, owner_id=ctx.owner_id, turn_id=state.get("turn_id", ""),
         call_id=plan["call_id"], tool=plan["tool"], action=plan["action"], args_hash=plan.get("args_hash", ""),
+        verdict=plan.get("verdict", ""),
     )
     if purpose is None:
         return None, "unsealed_plan"
@@ -298,6 +299,11 @@ def _authority(
                                   args_hash=check.args_hash), ""
     if check.verdict in ("refuse", "clarify"):
         return None, check.reason
+    if check.verdict == "execute" and plan.get("verdict") == "propose":
+        # The gate sent it to approval for a reason of the turn (data it carries out): it runs
+        # only approved, whatever the call alone would need.
+        return GovernanceDecision("propose", "sealed_for_approval", check.tier, mode=check.mode, args=check.args,
+                                  args_hash=check.args_hash), ""
     rule = runs_unasked(svc, ctx, plan["tool"], plan["action"], check)
     if rule is not None and plan.get("policy_rule") == rule and "approval_id" not in plan:
         # The deployment's rule lets this exact call run unasked (the gate audited which rule).

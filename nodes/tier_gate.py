@@ -88,10 +88,9 @@ def make_tier_gate(provider: ServicesProvider) -> Any:
                 # execute (DESIGN's "read (allowlist) -> execute"), a write to propose. Anything with
                 # ids passes id validation.
                 proposing = verdict == "propose"
-                fresh = seal(svc, finalized(plan, decision.args, decision.args_hash,
-                                            proposed_at=int(svc.clock().timestamp()) if proposing else None),
-                             ctx, thread_id, turn_id, purpose="gate")
-                kept.append(fresh | marks)  # type: ignore[arg-type]
+                final = finalized(plan, decision.args, decision.args_hash,
+                                  proposed_at=int(svc.clock().timestamp()) if proposing else None)
+                kept.append(seal(svc, final | marks, ctx, thread_id, turn_id, purpose="gate"))  # type: ignore[arg-type]
             else:
                 unsealed = {k: v for k, v in plan.items() if k not in ("args_hash", "seal")}
                 kept.append(unsealed | {"args": decision.args} | marks)  # type: ignore[arg-type]

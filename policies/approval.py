@@ -175,20 +175,23 @@ SealPurpose = Literal["gate", "server"]
 
 def seal_plan(
     key: bytes, *, purpose: SealPurpose, thread_id: str, owner_id: str, turn_id: str, call_id: str, tool: str,
-    action: str, args_hash: str,
+    action: str, args_hash: str, verdict: str = "",
 ) -> str:
-    """The gate's seal on a call it decided: an HMAC over who, where, which call and which arguments.
+    """The gate's seal on a call it decided: an HMAC over who, where, which call, which arguments
+    and what the gate decided for it (``verdict``: ``propose`` means it runs only approved).
 
     Execute runs only sealed calls, so a plan written into the state by anything but the gate
-    (``Command(update=...)``, ``update_state``, an edited checkpoint) runs nothing.
+    (``Command(update=...)``, ``update_state``, an edited checkpoint) runs nothing, and one whose
+    verdict was changed from ``propose`` has no valid seal.
     """
-    material = "\x00".join(("tollgate-seal", purpose, thread_id, owner_id, turn_id, call_id, tool, action, args_hash))
+    material = "\x00".join(("tollgate-seal", purpose, thread_id, owner_id, turn_id, call_id, tool, action, args_hash,
+                            verdict))
     return f"{purpose}.{hmac.new(key, material.encode(), hashlib.sha256).hexdigest()}"
 
 
 def verify_seal(
     key: bytes, seal: object, *, thread_id: str, owner_id: str, turn_id: str, call_id: str, tool: str,
-    action: str, args_hash: str,
+    action: str, args_hash: str, verdict: str = "",
 ) -> SealPurpose | None:
     """The purpose of a valid seal for exactly this call, or ``None`` (constant-time compare)."""
     if not isinstance(seal, str):
@@ -197,7 +200,7 @@ def verify_seal(
     if purpose is None:
         return None
     expected = seal_plan(key, purpose=purpose, thread_id=thread_id, owner_id=owner_id, turn_id=turn_id,
-                         call_id=call_id, tool=tool, action=action, args_hash=args_hash)
+                         call_id=call_id, tool=tool, action=action, args_hash=args_hash, verdict=verdict)
     return purpose if hmac.compare_digest(seal, expected) else None
 
 
