@@ -123,6 +123,10 @@ class Settings(BaseSettings):
     (a ToolSpec, a list of them, or a callable taking these settings)."""
     tool_entry_points: bool = True
     """Also serve the tools installed packages register under the ``tollgate.tools`` entry points."""
+    outbound_flow: Literal["off", "approve", "refuse"] = "approve"
+    """An outbound read (search, fetch, weather, a remote tool's read) whose values copy what the
+    model was shown, or carry contact data the user did not type: asks for approval, is refused,
+    or runs as any read (``off``)."""
     approval_rules: Path | None = None
     """A TOML file of per-action approval rules (:mod:`policies.approval_rules`); none: every
     confirmation-tier call asks."""

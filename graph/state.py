@@ -90,6 +90,9 @@ class Plan(TypedDict):
     """Its arguments are a reviewer's edit (execute checks them for DLP findings as the model's)."""
     revision: NotRequired[int]
     """How many times a reviewer edited it for a new preview (each revision is a new approval)."""
+    flow: NotRequired[dict[str, Any]]
+    """Why the flow check sent this outbound read to approval: the ``sources`` it copies from, and
+    whether it carries ``contacts`` (shown on the approval card)."""
 
 
 CallStatus = Literal["ran", "refused", "clarify", "failed", "rejected", "expired", "repeated"]
@@ -269,6 +272,8 @@ class TurnState(TypedDict):
     """The approval this turn waits on (private)."""
     calls: NotRequired[list[CallRecord]]
     """Every tool call of this turn and what became of it (private)."""
+    outbound: NotRequired[list[str]]
+    """The strings this turn's outbound reads sent (the flow check judges the next with them)."""
     outcome: NotRequired[Outcome]
     """What really happened, for the honesty gate."""
     reply: NotRequired[str]

@@ -40,6 +40,7 @@ from graph.perimeter import governance_policy
 from graph.services import Services, ServicesProvider
 from graph.events import EventSink
 from graph.state import CallRecord, Context, Gate, Plan, RecentList, TurnState, outcome_of
+from nodes.flow_check import is_outbound, outbound_values
 from nodes._common import not_run, runs_unasked, sink_for, thread_id_of
 from nodes.id_validation import bind_plan_ids, refusal_message
 from policies.approval import verify_seal
@@ -387,6 +388,10 @@ async def _execute_one(
     return record, _tool_message(plan, result, None)
 
 
+_OUTBOUND_KEPT = 32
+"""Outbound values a turn keeps for the flow check of its later calls."""
+
+
 def runnable(plan: Plan) -> bool:
     """Whether execute runs ``plan`` now: the gate let it run, or a person approved it."""
     return "approval_id" in plan or plan.get("verdict") == "execute"
@@ -451,6 +456,10 @@ def make_execute(provider: ServicesProvider) -> Any:
                 lists_run.append(f"{result['tool']}.list")
             for kind, ids in returned_ids(result).items():
                 known.setdefault(kind, []).extend(ids)
+        sent = [v for p, r in zip(ready, records, strict=True) if r["status"] == "ran" and is_outbound(svc, p)
+                for v in outbound_values(p)]
+        if sent:
+            update["outbound"] = [*(state.get("outbound") or []), *sent][-_OUTBOUND_KEPT:]
         if recent:
             update["recent"] = recent
         if known:

@@ -11,7 +11,6 @@ clarify. The model never sets identity or tier: no schema has such a field, and 
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections import OrderedDict
 from typing import Any
@@ -38,26 +37,14 @@ from nodes._picking import (
 )
 from nodes.menu import Menu, MenuBuilder
 from nodes.picker_prompt import ContextRow, EarlierTurn, PickerContext, build_messages
+from nodes.window import WINDOW_SQL, earlier_turns, window_rows
 from policies.approval import raw_args_hash
 from policies.fencing import new_nonce
 from policies.hitl import MAX_ACTIONS
 from policies.storable import MAX_DEPTH, depth_of
 
-__all__ = ["earlier_turns", "make_picker"]
+__all__ = ["make_picker"]
 
-# The picker's window: the latest earlier turns of the thread, each its request, its tool
-# exchange and its reply (oldest first; the running turn has no transcript rows yet).
-_WINDOW_SQL = """
-    SELECT coalesce(json_agg(json_build_object('turn', t.turn_id, 'parts', t.parts) ORDER BY t.first_id), '[]'::json)
-    FROM (
-        SELECT turn_id, min(id) AS first_id, json_object_agg(role, content) AS parts
-        FROM transcript
-        WHERE thread_id = %(thread)s AND turn_id IN (
-            SELECT turn_id FROM transcript WHERE thread_id = %(thread)s AND role = 'user'
-            ORDER BY id DESC LIMIT %(limit)s)
-        GROUP BY turn_id
-    ) t
-"""
 # Claim the thread, supersede whatever waits for approval on it, read the window. Its row:
 # ``owner_id`` (``None``: another owner's thread), ``superseded``, ``prior``.
 _SETUP_SQL = """
@@ -76,7 +63,7 @@ WITH ins AS (
 SELECT
     (SELECT owner_id FROM ins) AS owner_id,
     (SELECT count(*) FROM superseded) AS superseded,
-    (""" + _WINDOW_SQL + """) AS prior
+    (""" + WINDOW_SQL + """) AS prior
 """
 
 
@@ -85,33 +72,6 @@ def _latest_kind(state: TurnState) -> str | None:
     if not recent:
         return None
     return max(recent, key=lambda kind: recent[kind].get("listed_at", ""))
-
-
-def earlier_turns(rows: list[dict[str, Any]], token_budget: int) -> list[EarlierTurn]:
-    """The window of earlier turns the picker sees: newest kept first until ``token_budget``
-    (about four characters a token) is spent, returned oldest first. Each part is labelled
-    with where it came from; tool results keep the labels the server gave them."""
-    budget = token_budget * 4
-    window: list[EarlierTurn] = []
-    for row in reversed(rows):
-        parts = row.get("parts") or {}
-        turn = EarlierTurn(user_said=str(parts.get("user", "")))
-        exchange = parts.get("exchange")
-        if exchange:
-            try:
-                calls = json.loads(exchange)
-            except ValueError:
-                calls = []
-            if isinstance(calls, list) and calls:
-                turn["tool_results"] = [c | {"from": "tool result (server)"} for c in calls if isinstance(c, dict)]
-        if parts.get("assistant"):
-            turn["assistant_replied"] = str(parts["assistant"])
-        size = len(json.dumps(turn, ensure_ascii=False, default=str))
-        if size > budget:
-            break
-        budget -= size
-        window.insert(0, turn)
-    return window
 
 
 def _picker_context(state: TurnState, ctx: Context, svc: Services, prior: list[EarlierTurn]) -> PickerContext:
@@ -140,7 +100,8 @@ def _fallback_event(sink: EventSink, role: str, answer: AIMessage) -> None:
 _WINDOWS_KEPT = 256
 """Turns whose window of earlier turns one process keeps for their later steps."""
 
-_RESETTABLE = ("plans", "gate", "pending", "approval_request", "calls", "steps", "lists_run", "usage", "superseded")
+_RESETTABLE = ("plans", "gate", "pending", "approval_request", "calls", "outbound", "steps", "lists_run", "usage",
+               "superseded")
 """Turn-scoped fields a new turn resets; their readers treat a missing value as the reset one."""
 
 
@@ -203,6 +164,7 @@ def make_picker(provider: ServicesProvider) -> Any:
                 "pending": None,
                 "approval_request": None,
                 "calls": [],
+                "outbound": [],
                 "outcome": "reply",
                 "reply": "",
                 "steps": 0,
@@ -227,11 +189,8 @@ def make_picker(provider: ServicesProvider) -> Any:
             # not change within a turn); a step resumed in another process reads it again.
             cached = windows.get(state.get("turn_id", ""))
             if cached is None:
-                window_args = {"thread": thread_id_of(config), "limit": svc.settings.history_turns}
-                async with svc.db.pool.connection() as conn:
-                    cur = await conn.execute("SELECT (" + _WINDOW_SQL + ") AS prior", window_args)
-                    found = await cur.fetchone()
-                cached = remember(state.get("turn_id", ""), list((found or {}).get("prior") or []), svc)
+                rows = await window_rows(svc, thread_id_of(config))
+                cached = remember(state.get("turn_id", ""), rows, svc)
             prior = cached
         if new_turn:
             thread_id = thread_id_of(config)

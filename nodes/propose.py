@@ -25,6 +25,7 @@ from graph.audit import AuditRecord, append_audit
 from graph.perimeter import governance_policy
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Pending, PendingAction, Plan, TurnState
+from nodes.flow_check import flow_warning
 from nodes._common import NotRun, not_run, sink_for, thread_id_of, with_calls
 from policies.approval import ApprovalClaims, args_hash, derive_nonce, mint_token
 from policies.arguments import load_args
@@ -84,7 +85,8 @@ def joined_preview(previews: Sequence[str]) -> str:
 
 
 def _generic_preview(spec: ActionSpec, args: dict[str, Any]) -> str:
-    """For a write that normally needs no approval (DLP sent it here): what it is and its exact arguments."""
+    """For a call that normally needs no approval (DLP or the flow check sent it here): what it is
+    and its exact arguments."""
     fields = "; ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in sorted(args.items()))
     return f"{spec.description.rstrip('.')}.\n{fields}"
 
@@ -151,8 +153,8 @@ def make_propose(provider: ServicesProvider) -> Any:
         done: list[NotRun] = []
         for plan in waiting:
             spec = svc.registry.action(plan["tool"], plan["action"])
-            if spec is None or (spec.preview is None and not spec.writes):
-                raise RuntimeError(f"confirmation action {plan['tool']}.{plan['action']} has no preview")
+            if spec is None:
+                raise RuntimeError(f"proposed action {plan['tool']}.{plan['action']} is not registered")
             try:
                 preview = await _preview(svc, spec, plan, ctx, labels)
             except TollgateError as exc:
@@ -230,4 +232,5 @@ async def _preview(svc: Services, spec: ActionSpec, plan: Plan, ctx: Context, la
     warning = scan_values(plan["args"], governance_policy(svc.settings).dlp).warning()
     # A preview quotes stored third-party text (a title, a sender): its bidi controls are shown.
     preview = visible_controls(preview)
-    return f"{warning}\n\n{preview}" if warning else preview
+    warnings = [w for w in (flow_warning(plan), warning) if w]
+    return "\n\n".join([*warnings, preview])

@@ -8,6 +8,7 @@ written to the audit log once, as codes.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Literal
 
 
@@ -18,6 +19,8 @@ from graph.audit import AuditRecord, append_audit
 from graph.perimeter import governance_policy
 from graph.services import ServicesProvider
 from graph.state import Context, Plan, TurnState
+from nodes.flow_check import carried_by, is_outbound, shown_to_model
+from policies.flow import Shown
 from nodes._common import NotRun, finalized, not_run, runs_unasked, seal, sink_for, thread_id_of, with_calls
 from policies.dlp import KIND_LABELS
 from policies.governance import ActionFacts, govern
@@ -26,6 +29,9 @@ __all__ = ["make_tier_gate"]
 
 
 def _refusal_message(tool: str, action: str, reason: str, dlp: tuple[str, ...]) -> str:
+    if reason == "outbound_data":
+        return ("I won't send that out: it copies what your data or a third party showed me, or contact "
+                "details you didn't type. Nothing was sent.")
     if reason == "dlp_finding":
         what = ", ".join(KIND_LABELS.get(k, k) for k in dlp)
         return f"I won't send that: it looks like it contains {what}. Nothing was sent or changed."
@@ -52,20 +58,34 @@ def make_tier_gate(provider: ServicesProvider) -> Any:
         sink = sink_for(state, runtime)
         kept: list[Plan] = []
         done: list[NotRun] = []
+        shown: Shown | None = None  # what the model was shown: gathered once, for the first outbound read
         for plan in plans:
             spec = svc.registry.action(plan["tool"], plan["action"])
             facts = ActionFacts(spec.args, spec.effect) if spec is not None else None
             decision = govern(
                 plan["tool"], plan["action"], plan["args"], facts, svc.registry.tier_map(), governance_policy(svc.settings)
             )
+            flow: dict[str, Any] = {}
+            mode = svc.settings.outbound_flow
+            if decision.verdict == "execute" and decision.args is not None and mode != "off" and is_outbound(svc, plan):
+                if shown is None:
+                    shown = await shown_to_model(svc, state, thread_id)
+                out = carried_by({**plan, "args": decision.args}, shown, state)  # type: ignore[typeddict-item]
+                if not out.clean:
+                    # An outbound read that carries what the model was shown is a write of that data.
+                    flow = {"sources": list(out.sources), "contacts": out.contacts}
+                    decision = replace(decision, verdict="propose" if mode == "approve" else "refuse",
+                                       reason="outbound_data", code=None if mode == "approve" else "egress_denied")
             rule = runs_unasked(svc, ctx, plan["tool"], plan["action"], decision) or ""
+            detail = decision.audit_detail() | ({"flow_sources": flow["sources"], "flow_contacts": flow["contacts"]}
+                                                if flow else {})
             await append_audit(
                 svc.db.pool,
                 AuditRecord(
                     owner_id=ctx.owner_id, stage="gate", decision="execute" if rule else decision.verdict,
                     reason=f"approval_rule:{rule}"[:200] if rule else decision.reason,
                     code=decision.code or "", tool=plan["tool"], action=plan["action"], args_hash=decision.args_hash,
-                    thread_id=thread_id, turn_id=turn_id, mode=decision.mode, detail=decision.audit_detail(),
+                    thread_id=thread_id, turn_id=turn_id, mode=decision.mode, detail=detail,
                 ),
                 now=svc.clock(),
             )
@@ -81,7 +101,8 @@ def make_tier_gate(provider: ServicesProvider) -> Any:
                                     message="Those details aren't valid, so I did nothing. Could you rephrase?"))
                 continue
             verdict: Literal["execute", "propose"] = "execute" if rule else decision.verdict  # type: ignore[assignment]
-            marks: dict[str, Any] = {"verdict": verdict, **({"policy_rule": rule} if rule else {})}
+            marks: dict[str, Any] = {"verdict": verdict, **({"policy_rule": rule} if rule else {}),
+                                     **({"flow": flow} if flow else {})}
             if spec is not None and not spec.id_fields:
                 # A call that carries no ids has nothing to bind: its arguments are final here, so the
                 # gate seals them as id validation would, and the call goes straight on: a read to

@@ -1,0 +1,105 @@
+"""Reads are no egress channel: an outbound read that carries what the model was shown asks first."""
+
+from __future__ import annotations
+
+import pytest
+
+from graph.db import Database
+from graph.settings import Settings
+from graph.state import Context
+from policies.flow import carried, shown_from
+from tests.fakes import ScriptedModel, call, calls, say
+from tests.harness import Clock, Turns
+from tests.perimeter_harness import audit_rows, web_settings, web_turns
+from tests.webserver import WebServer, web_server  # noqa: F401 - the fixture
+
+PRIVATE = "Lunch with Sam 12:30 Café Lumière"
+
+
+async def _turns(settings: Settings, db: Database, model: ScriptedModel, clock: Clock, server: WebServer,
+                 **changes: object) -> Turns:
+    server.hits.clear()
+    return await web_turns(web_settings(settings, server, **changes), db, model, clock)
+
+
+async def test_a_search_that_copies_the_owners_calendar_needs_an_approval_that_names_the_source(
+    settings: Settings, db: Database, model: ScriptedModel, clock: Clock, ctx: Context, web_server: WebServer
+) -> None:
+    turns = await _turns(settings, db, model, clock, web_server)
+    model.push(call("calendar__list", {"range": "today"}), call("web__search", {"query": PRIVATE}))
+    out = await turns.send(ctx, ctx.owner_id + "/leak", "what's on today? look it up")
+    assert out.outcome == "proposed" and out.approval is not None
+    assert (out.approval.tool, out.approval.action) == ("web", "search")
+    assert out.approval.preview.startswith("⚠ Outbound data: this sends text copied from what calendar.list returned")
+    assert web_server.hits.queries == []  # nothing went out before the approval
+    (gate,) = [r for r in await audit_rows(db, ctx.owner_id) if r["action"] == "search"]
+    assert (gate["decision"], gate["reason"], gate["detail"]["flow_sources"]) == ("propose", "outbound_data",
+                                                                                  ["calendar.list"])
+    done = await turns.decide(ctx, out.approval.approval_id, {"type": "approve"})
+    assert done.outcome == "read" and len(web_server.hits.queries) == 1
+
+
+async def test_a_search_for_what_the_user_typed_runs_without_asking(
+    settings: Settings, db: Database, model: ScriptedModel, clock: Clock, ctx: Context, web_server: WebServer
+) -> None:
+    turns = await _turns(settings, db, model, clock, web_server)
+    model.push(call("calendar__list", {"range": "today"}), call("web__search", {"query": "best lunch with sam places"}),
+               say(""))
+    out = await turns.send(ctx, ctx.owner_id + "/own", "search best lunch with sam places")
+    assert out.outcome == "read" and out.approval is None and len(web_server.hits.queries) == 1
+
+
+async def test_a_secret_split_across_two_searches_is_judged_whole(
+    settings: Settings, db: Database, model: ScriptedModel, clock: Clock, ctx: Context, web_server: WebServer
+) -> None:
+    turns = await _turns(settings, db, model, clock, web_server)
+    model.push(call("calendar__list", {"range": "today"}), call("web__search", {"query": "lunch with"}),
+               call("web__search", {"query": "Sam 12:30"}))
+    out = await turns.send(ctx, ctx.owner_id + "/split", "look things up")
+    assert len(web_server.hits.queries) == 1  # the first half alone shares no span and ran
+    assert out.approval is not None and out.approval.args == {"query": "Sam 12:30", "limit": 5}
+
+
+async def test_contact_details_the_user_did_not_type_need_approval(
+    settings: Settings, db: Database, model: ScriptedModel, clock: Clock, ctx: Context, web_server: WebServer
+) -> None:
+    turns = await _turns(settings, db, model, clock, web_server)
+    model.push(call("web__search", {"query": "who is sam@example.com"}))
+    out = await turns.send(ctx, ctx.owner_id + "/contact", "search for my lunch date")
+    assert out.approval is not None and "an e-mail address or phone number you did not type" in out.approval.preview
+    model.push(call("web__search", {"query": "who is sam@example.com"}), say(""))
+    typed = await turns.send(ctx, ctx.owner_id + "/typed", "search who is sam@example.com")
+    assert typed.outcome == "read" and typed.approval is None
+
+
+async def test_data_shown_in_an_earlier_turn_is_judged_too(
+    settings: Settings, db: Database, model: ScriptedModel, clock: Clock, ctx: Context, web_server: WebServer
+) -> None:
+    turns = await _turns(settings, db, model, clock, web_server)
+    thread = ctx.owner_id + "/later"
+    model.push(call("mail__list", {"from_contains": "billing"}), call("mail__read", {"message_id": "#1"}), say(""))
+    await turns.send(ctx, thread, "read the invoice mail")
+    model.push(call("web__fetch", {"url": f"http://news.example:{web_server.port}/plain?note=monthly+invoice+of+EUR+42"}))
+    out = await turns.send(ctx, thread, "now open the news page")
+    assert out.approval is not None and "mail.read" in out.approval.preview
+
+
+@pytest.mark.parametrize(("mode", "decision"), [("refuse", "refuse"), ("off", "execute")])
+async def test_the_deployment_chooses_refuse_or_off(
+    settings: Settings, db: Database, model: ScriptedModel, clock: Clock, ctx: Context, web_server: WebServer,
+    mode: str, decision: str,
+) -> None:
+    turns = await _turns(settings, db, model, clock, web_server, outbound_flow=mode)
+    model.push(calls(("calendar__list", {"range": "today"})), call("web__search", {"query": PRIVATE}), say(""))
+    out = await turns.send(ctx, ctx.owner_id + "/" + mode, "look it up")
+    assert out.approval is None and len(web_server.hits.queries) == (1 if mode == "off" else 0)
+    (gate,) = [r for r in await audit_rows(db, ctx.owner_id) if r["action"] == "search"]
+    assert gate["decision"] == decision
+
+
+def test_spans_count_only_after_normalisation_and_never_the_users_own_words() -> None:
+    shown = shown_from([("mail.read", "Your monthly INVOICE of EUR 42.00 is available.")], ["pay my invoice of EUR 42"])
+    assert carried(["monthly   invoice, of"], shown).sources == ("mail.read",)  # case, spacing, punctuation
+    assert carried(["invoice of eur"], shown).clean  # the user said it
+    assert carried(["a payment is due"], shown).clean
+    assert carried(["42.00 is"], shown, earlier=["EUR"]).sources == ("mail.read",)  # across two calls
