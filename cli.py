@@ -114,10 +114,13 @@ class _Turn:
             self._stop_stream()
             actions = _actions_of(data)
             for number, action in enumerate(actions, 1):
+                origins = [(f"\n{field}: {said}", "yellow" if "someone else" in said else "dim")
+                           for field, said in (action.get("provenance") or {}).items()]
                 body = Text.assemble(
                     (str(action["preview"]), "bold"),
                     "\n",
                     (f"{action['tool']}.{action['action']} {json.dumps(action['args'], ensure_ascii=False)}", "dim"),
+                    *origins,
                     "\n",
                     (f"expires {data['expires_at']}", "dim"),
                 )

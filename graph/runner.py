@@ -98,6 +98,8 @@ class PendingAction:
     """The exact arguments it will run with."""
     allowed_decisions: tuple[str, ...] = ("approve", "edit", "reject")
     """The decisions a reviewer may take."""
+    provenance: dict[str, str] = field(default_factory=dict)
+    """Where each argument's value came from ("typed by you", "from mail.read “Re: invoice”...")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +133,8 @@ class PendingApproval:
         bindings = approvals.actions_of(request)
         actions = tuple(
             PendingAction(approval_id=b["id"], tool=b["tool"], action=b["action"], preview=r["description"],
-                          args=r["args"], allowed_decisions=tuple(c["allowed_decisions"]))
+                          args=r["args"], allowed_decisions=tuple(c["allowed_decisions"]),
+                          provenance=dict(r.get("provenance") or {}))
             for b, r, c in zip(bindings, request["action_requests"], request["review_configs"], strict=True))
         block = request["approval"]
         return cls(approval_id=block["id"], thread_id=thread_id, tool=block["tool"], action=block["action"],
@@ -394,7 +397,8 @@ class TurnRunner:
                     preview=d["preview"], args=d["args"], expires_at=d["expires_at"],
                     actions=tuple(PendingAction(approval_id=a["approval_id"], tool=a["tool"], action=a["action"],
                                                 preview=a["preview"], args=a["args"],
-                                                allowed_decisions=tuple(a.get("allowed_decisions") or ()))
+                                                allowed_decisions=tuple(a.get("allowed_decisions") or ()),
+                                                provenance=dict(a.get("provenance") or {}))
                                   for a in d.get("actions") or ()),
                 )
         return out

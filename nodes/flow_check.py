@@ -8,7 +8,7 @@ transcript), the user's own words, and the outbound values already sent this tur
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from langchain_core.messages import HumanMessage
@@ -16,9 +16,10 @@ from langchain_core.messages import HumanMessage
 from graph.services import Services
 from graph.state import Plan, TurnState
 from nodes.window import window_rows
-from policies.flow import Carried, Shown, carried, shown_from
+from policies.flow import Carried, Shown, carried, origin_of, shown_from
 
-__all__ = ["carried_by", "flow_warning", "is_outbound", "outbound_values", "shown_to_model"]
+__all__ = ["carried_by", "describe", "flow_warning", "is_outbound", "outbound_values", "provenance",
+           "provenance_warning", "shown_to_model"]
 
 
 def is_outbound(svc: Services, plan: Plan) -> bool:
@@ -48,10 +49,14 @@ def outbound_values(plan: Plan) -> list[str]:
 async def shown_to_model(svc: Services, state: TurnState, thread_id: str) -> Shown:
     """What the model was shown in this turn and in the window of earlier turns, newest first."""
     results: list[tuple[str, str]] = []
+    third: set[str] = set()
     for call in reversed(state.get("calls") or []):
         result = call.get("result")
         if result is not None:
-            results += [(f"{call['tool']}.{call['action']}", text) for text in _strings(result)]
+            source = describe(f"{call['tool']}.{call['action']}", result.get("item"))
+            results += [(source, text) for text in _strings(result)]
+            if _others(svc, call["tool"], call["action"], result.get("item")):
+                third.add(source)
     human = next((m for m in reversed(state.get("messages") or []) if isinstance(m, HumanMessage)), None)
     user = [human.text] if human is not None else []
     for row in reversed(await window_rows(svc, thread_id)):
@@ -63,10 +68,65 @@ async def shown_to_model(svc: Services, state: TurnState, thread_id: str) -> Sho
             exchange = []
         for item in exchange if isinstance(exchange, list) else []:
             if isinstance(item, dict):
-                results += [(str(item.get("call", "an earlier call")), text) for text in _strings(item)]
+                name = str(item.get("call", "an earlier call"))
+                source = describe(name, item.get("item"))
+                results += [(source, text) for text in _strings(item)]
+                tool, _, action = name.partition(".")
+                if _others(svc, tool, action, item.get("item")):
+                    third.add(source)
         if parts.get("assistant"):
             results.append(("an earlier reply", str(parts["assistant"])))
-    return shown_from(results, user)
+    return shown_from(results, user, third)
+
+
+def _others(svc: Services, tool: str, action: str, item: Any) -> bool:
+    """Whether a result is someone else's content: anything a remote tool returns (pages, search
+    results, a service's data), and items that name a sender other than the owner (others' mail)."""
+    if is_outbound(svc, Plan(call_id="", tool=tool, action=action, args={})):
+        return True
+    return isinstance(item, dict) and str(item.get("from") or "you") != "you"
+
+
+def describe(call: str, item: Any) -> str:
+    """Where a result's text came from, as an approval card says it: the call, and the item's
+    subject or title and sender when it has them (``mail.read “Re: invoice” from x@y.example``)."""
+    if not isinstance(item, dict):
+        return call
+    name = item.get("subject") or item.get("title") or ""
+    sender = item.get("from") or ""
+    return (call + (f" “{str(name)[:60]}”" if name else "") + (f" from {str(sender)[:80]}" if sender else ""))[:160]
+
+
+def provenance(args: dict[str, Any], shown: Shown, *, skip: Iterable[str] = ()) -> dict[str, str]:
+    """Where each argument's value came from, by field (list elements joined), for the approval card.
+
+    ``skip`` names fields left out: id fields, whose values are bound to what the server listed
+    by id validation (the injection boundary) and shown by their labels in the preview.
+    """
+    skipped = set(skip)
+    out: dict[str, str] = {}
+    for name, value in args.items():
+        if name in skipped:
+            continue
+        texts = [value] if isinstance(value, str) else [v for v in value if isinstance(v, str)] if isinstance(
+            value, list) else []
+        origins = [origin_of(text, shown) for text in texts]
+        if not origins:
+            continue
+        said = [(f"from {source}" + (" (someone else's content)" if source in shown.third_party else ""))
+                if kind == "shown" else "typed by you" if kind == "user" else "chosen by the model"
+                for kind, source in origins]
+        out[name] = "; ".join(dict.fromkeys(said))
+    return out
+
+
+def provenance_warning(where: dict[str, str]) -> str:
+    """The card's warning when a value comes from someone else's content, not from the person."""
+    copied = [f"{field} ({said})" for field, said in where.items() if "(someone else's content)" in said]
+    if not copied:
+        return ""
+    return ("⚠ From someone else's content, not from you: " + "; ".join(copied).replace(" (someone else's content)", "")
+            + ". Check these before approving: a mail or a page can ask for anything.")
 
 
 def carried_by(plan: Plan, shown: Shown, state: TurnState) -> Carried:

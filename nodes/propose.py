@@ -10,6 +10,7 @@ a replayed node produces the same request.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,7 +26,7 @@ from graph.audit import AuditRecord, append_audit
 from graph.perimeter import governance_policy
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Pending, PendingAction, Plan, TurnState
-from nodes.flow_check import flow_warning
+from nodes.flow_check import flow_warning, provenance, provenance_warning, shown_to_model
 from nodes._common import NotRun, not_run, sink_for, thread_id_of, with_calls
 from policies.approval import ApprovalClaims, args_hash, derive_nonce, mint_token
 from policies.arguments import load_args
@@ -47,6 +48,7 @@ class Proposed:
     claims: ApprovalClaims
     token: str
     allowed: list[DecisionType]
+    provenance: dict[str, str]
 
 
 def request_hash(actions: Sequence[Proposed]) -> str:
@@ -60,7 +62,8 @@ def build_request(actions: Sequence[Proposed], claims: ApprovalClaims, token: st
     """The interrupt payload listing every action of ``actions``; ``claims``/``token`` bind the request."""
     return ApprovalRequest(
         action_requests=[{"name": function_name(a.plan["tool"], a.plan["action"]), "args": a.plan["args"],
-                          "description": a.preview} for a in actions],
+                          "description": a.preview, **({"provenance": a.provenance} if a.provenance else {})}
+                         for a in actions],
         review_configs=[{"action_name": function_name(a.plan["tool"], a.plan["action"]),
                          "allowed_decisions": a.allowed} for a in actions],
         approval={
@@ -151,12 +154,17 @@ def make_propose(provider: ServicesProvider) -> Any:
                   for row in listed.get("rows", [])}
         actions: list[Proposed] = []
         done: list[NotRun] = []
+        # Where each value came from, for the card: what the model was shown, and the user's words.
+        shown = await shown_to_model(svc, state, thread_id)
         for plan in waiting:
             spec = svc.registry.action(plan["tool"], plan["action"])
+            # A call the server built from its own facts (the background offer) has no model-chosen value.
+            ids = {re.split(r"[.\[]", path, maxsplit=1)[0] for path in (spec.id_fields if spec is not None else {})}
+            where = {} if str(plan.get("seal", "")).startswith("server.") else provenance(plan["args"], shown, skip=ids)
             if spec is None:
                 raise RuntimeError(f"proposed action {plan['tool']}.{plan['action']} is not registered")
             try:
-                preview = await _preview(svc, spec, plan, ctx, labels)
+                preview = await _preview(svc, spec, plan, ctx, labels, provenance_warning(where))
             except TollgateError as exc:
                 sink.emit("error", code=exc.code, message=exc.message)
                 await append_audit(
@@ -181,7 +189,7 @@ def make_propose(provider: ServicesProvider) -> Any:
                                    *((str(plan["revision"]),) if plan.get("revision") else ())),
             )
             allowed = svc.approval_rules.allowed_decisions(ctx.owner_id, plan["tool"], plan["action"])
-            actions.append(Proposed(plan, preview, claims, mint_token(claims, key), allowed))
+            actions.append(Proposed(plan, preview, claims, mint_token(claims, key), allowed, where))
         update = with_calls(state, done)
         if done:
             dropped = {record["call_id"] for record, _ in done}
@@ -205,7 +213,8 @@ def make_propose(provider: ServicesProvider) -> Any:
             args=actions[0].plan["args"],
             expires_at=local_expiry.isoformat(),
             actions=[{"approval_id": a.claims.nonce, "tool": a.plan["tool"], "action": a.plan["action"],
-                      "preview": a.preview, "args": a.plan["args"], "allowed_decisions": a.allowed} for a in actions],
+                      "preview": a.preview, "args": a.plan["args"], "allowed_decisions": a.allowed,
+                      "provenance": a.provenance} for a in actions],
         )
         pending = Pending(
             approval_id=claims.nonce, token=token, expires_at=claims.expires_at.isoformat(), preview=preview,
@@ -219,8 +228,11 @@ def make_propose(provider: ServicesProvider) -> Any:
     return propose
 
 
-async def _preview(svc: Services, spec: ActionSpec, plan: Plan, ctx: Context, labels: Mapping[str, str]) -> str:
-    """The server's preview of ``plan``, with a DLP warning on top when its arguments need one."""
+async def _preview(
+    svc: Services, spec: ActionSpec, plan: Plan, ctx: Context, labels: Mapping[str, str], origin: str = ""
+) -> str:
+    """The server's preview of ``plan``, with its warnings on top: data it carries out, values that
+    do not come from the person (``origin``), and DLP findings."""
     args = load_args(spec.args, plan["args"])
     if spec.preview is None:
         preview = _generic_preview(spec, plan["args"])  # from the arguments alone: no statement
@@ -232,5 +244,5 @@ async def _preview(svc: Services, spec: ActionSpec, plan: Plan, ctx: Context, la
     warning = scan_values(plan["args"], governance_policy(svc.settings).dlp).warning()
     # A preview quotes stored third-party text (a title, a sender): its bidi controls are shown.
     preview = visible_controls(preview)
-    warnings = [w for w in (flow_warning(plan), warning) if w]
+    warnings = [w for w in (flow_warning(plan), origin, warning) if w]
     return "\n\n".join([*warnings, preview])

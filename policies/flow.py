@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-__all__ = ["SPAN_WORDS", "Carried", "FlowMode", "Shown", "carried", "shown_from"]
+__all__ = ["SPAN_WORDS", "Carried", "FlowMode", "Origin", "Shown", "carried", "origin_of", "shown_from"]
 
 FlowMode = Literal["off", "approve", "refuse"]
 """What an outbound call that carries shown or contact data gets: nothing, an approval, a refusal."""
@@ -75,20 +75,57 @@ class Shown:
     """Spans of the user's own words (they may go out freely)."""
     user_contacts: frozenset[str] = frozenset()
     """E-mail addresses and phone numbers the user typed."""
+    contacts: Mapping[str, str] = field(default_factory=dict)
+    """Each e-mail address and phone number of shown tool results, with where it came from."""
+    third_party: frozenset[str] = frozenset()
+    """The sources that are someone else's content (others' mail, pages, search results)."""
 
 
-def shown_from(results: Iterable[tuple[str, str]], user_texts: Iterable[str]) -> Shown:
-    """Index ``results`` (``(tool.action, text)`` pairs, newest first) and the user's words."""
+def shown_from(
+    results: Iterable[tuple[str, str]], user_texts: Iterable[str], third_party: Iterable[str] = ()
+) -> Shown:
+    """Index ``results`` (``(source, text)`` pairs, newest first) and the user's words; the
+    ``third_party`` sources are someone else's content rather than the owner's own."""
     spans: dict[tuple[str, ...], str] = {}
+    contacts: dict[str, str] = {}
     for source, text in results:
         for span in _spans(_words(text)):
             spans.setdefault(span, source)
+        for contact in _contacts(text):
+            contacts.setdefault(contact, source)
         if len(spans) >= _MAX_SPANS:
             break
     user = list(user_texts)
     user_spans = frozenset(s for text in user for s in _spans(_words(text)))
     user_contacts = frozenset(c for text in user for c in _contacts(text))
-    return Shown(spans, user_spans, user_contacts)
+    return Shown(spans, user_spans, user_contacts, contacts, frozenset(third_party))
+
+
+Origin = Literal["user", "shown", "model"]
+"""Where an argument's value came from: typed by the user, copied from a tool result, or neither."""
+
+
+def origin_of(value: str, shown: Shown) -> tuple[Origin, str]:
+    """Where ``value`` came from, and (for ``shown``) the result it copies.
+
+    A value's contacts decide first (a recipient is its address), then its spans: copied from a
+    result when any span or contact matches one there and not the user's words; typed when all
+    of it is the user's; otherwise the model's own.
+    """
+    contacts = _contacts(value)
+    for contact in sorted(contacts):
+        if contact not in shown.user_contacts and contact in shown.contacts:
+            return "shown", shown.contacts[contact]
+    spans = _spans(_words(value))
+    for span in sorted(spans):
+        if span in shown.spans and span not in shown.user_spans:
+            return "shown", shown.spans[span]
+    if (contacts and contacts <= shown.user_contacts) or (spans and spans <= shown.user_spans):
+        return "user", ""
+    words = _words(value)
+    if words and not spans and all(any(w in s for s in shown.user_spans) for w in words):
+        return "user", ""  # a short value whose every word the user said
+    return "model", ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,8 @@ class ActionRequest(TypedDict):
     """The exact, bound arguments that will run if approved."""
     description: str
     """The server-rendered preview."""
+    provenance: NotRequired[dict[str, str]]
+    """Where each argument's value came from ("typed by you", "from mail.read “Re: invoice”...")."""
 
 
 class ReviewConfig(TypedDict):

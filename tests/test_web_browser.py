@@ -210,3 +210,28 @@ class _Lines(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(record.getMessage())
+
+
+async def test_the_approval_card_says_where_each_value_came_from(
+    settings: Settings, db: Database, owner: str, chromium: Path, tmp_path: Path
+) -> None:
+    from tests.conftest import NOW
+
+    async with db.pool.connection() as conn, conn.transaction():
+        await seed_demo(conn, owner, NOW, "Europe/Paris")
+    token = await issue_token(db, owner, label="test")
+    model = ScriptedModel(steps=[
+        call("mail__list", {"from_contains": "billing"}), call("mail__read", {"message_id": "#1"}),
+        call("mail__send", {"to": ["billing@example.net"], "subject": "Invoice", "body": "please resend it"}),
+    ])
+    problems: list[str] = []
+    with serve(settings.model_copy(update={"rate_limit_burst": 100_000}), clock=Clock(NOW), picker_model=model) as server:
+        async with _page(chromium, tmp_path, problems) as page:
+            await page.goto(f"{server.url}/#token={token}")
+            await expect(page.locator("#status")).to_have_text("Ready", timeout=_WAIT_MS)
+            await _send(page, "read the billing mail and ask them please resend it")
+            origins = page.locator(".chip").last.locator(".chip-provenance li")
+            await expect(origins.first).to_contain_text("to: from mail.read", timeout=_WAIT_MS)
+            await expect(page.locator(".chip-provenance li.foreign")).to_have_count(1)
+            await expect(origins.last).to_have_text("body: typed by you")
+    assert problems == []

@@ -240,6 +240,8 @@ class ApprovalActionOut(BaseModel):
     """The exact arguments it will run with."""
     allowed_decisions: list[str]
     """The decisions a reviewer may take for it."""
+    provenance: dict[str, str] = Field(default_factory=dict)
+    """Where each argument's value came from ("typed by you", "from mail.read “Re: invoice”...")."""
 
 
 class ApprovalOut(BaseModel):

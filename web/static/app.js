@@ -213,6 +213,15 @@ function renderChip(action, choose) {
   $(".chip-action", chip).textContent = `${action.tool}.${action.action}`;
   $(".chip-preview", chip).textContent = action.preview;
   $(".chip-args", chip).textContent = JSON.stringify(action.args, null, 2);
+  const origins = Object.entries(action.provenance || {});
+  const where = $(".chip-provenance", chip);
+  where.hidden = origins.length === 0;
+  for (const [field, said] of origins) {  // where each value came from, as the server says
+    const li = document.createElement("li");
+    li.textContent = `${field}: ${said}`;
+    if (said.includes("someone else's content")) li.className = "foreign";
+    where.append(li);
+  }
   const allowed = new Set(action.allowed_decisions || ["approve", "edit", "reject"]);
   for (const kind of ["approve", "edit", "reject"]) $(`.${kind}`, chip).hidden = !allowed.has(kind);
   const editBox = $(".chip-edit", chip);
