@@ -18,7 +18,7 @@ from graph.state import Plan, TurnState
 from nodes.window import window_rows
 from policies.flow import Carried, Shown, carried, origin_of, shown_from
 
-__all__ = ["carried_by", "describe", "flow_warning", "is_outbound", "outbound_values", "provenance",
+__all__ = ["carried_by", "conversation_warning", "describe", "flow_warning", "is_outbound", "outbound_values", "provenance",
            "provenance_warning", "shown_to_model"]
 
 
@@ -80,11 +80,17 @@ async def shown_to_model(svc: Services, state: TurnState, thread_id: str) -> Sho
 
 
 def _others(svc: Services, tool: str, action: str, item: Any) -> bool:
-    """Whether a result is someone else's content: anything a remote tool returns (pages, search
-    results, a service's data), and items that name a sender other than the owner (others' mail)."""
-    if is_outbound(svc, Plan(call_id="", tool=tool, action=action, args={})):
+    """Whether a result is someone else's content: an action that declares it (pages, search
+    results), an item with a field it declares set (an invitation's description), or an item
+    naming a sender other than the owner (others' mail)."""
+    spec = svc.registry.action(tool, action)
+    if spec is not None and spec.third_party:
         return True
-    return isinstance(item, dict) and str(item.get("from") or "you") != "you"
+    if not isinstance(item, dict):
+        return False
+    if spec is not None and any(item.get(name) for name in spec.third_party_fields):
+        return True
+    return str(item.get("from") or "you") != "you"
 
 
 def describe(call: str, item: Any) -> str:
@@ -127,6 +133,18 @@ def provenance_warning(where: dict[str, str]) -> str:
         return ""
     return ("⚠ From someone else's content, not from you: " + "; ".join(copied).replace(" (someone else's content)", "")
             + ". Check these before approving: a mail or a page can ask for anything.")
+
+
+def conversation_warning(shown: Shown, where: dict[str, str]) -> str:
+    """The card's warning for a write in a conversation that showed the model someone else's
+    content: an instruction hidden there may be why the model asks (unless a value's own warning
+    already says where it came from)."""
+    if not shown.third_party or any("(someone else's content)" in said for said in where.values()):
+        return ""
+    sources = sorted(shown.third_party)
+    named = ", ".join(sources[:2]) + (f" and {len(sources) - 2} more" if len(sources) > 2 else "")
+    return (f"⚠ This conversation showed me someone else's content ({named}): make sure this is what you "
+            "asked for, not what that content asked for.")
 
 
 def carried_by(plan: Plan, shown: Shown, state: TurnState) -> Carried:

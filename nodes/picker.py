@@ -128,24 +128,27 @@ def make_picker(provider: ServicesProvider) -> Any:
         while len(windows) > _WINDOWS_KEPT:
             windows.popitem(last=False)
         return window
-    bound: dict[tuple[int, frozenset[str]], Runnable[Any, BaseMessage]] = {}
+    bound: dict[tuple[int, frozenset[str]], tuple[BaseChatModel, Runnable[Any, BaseMessage]]] = {}
 
+    # Both caches key on id() and keep the object: an id is reused once its object is collected,
+    # so a hit counts only when it is still the same registry or model.
     def _menu(svc: Services, request: str, calls: list[CallRecord]) -> Menu:
-        key = id(svc.registry)
-        if key not in menus:
-            menus[key] = MenuBuilder(svc.registry, svc.settings.menu_cap)
+        builder = menus.get(id(svc.registry))
+        if builder is None or builder.registry is not svc.registry:
+            builder = menus[id(svc.registry)] = MenuBuilder(svc.registry, svc.settings.menu_cap)
         # The whole task decides the menu: the request, and the tools the turn already used (a
         # later step's tool is most often a sibling of an earlier one: list mail, then reply).
-        return menus[key].build(request, used=tuple(dict.fromkeys(c["tool"] for c in calls if c["action"])))
+        return builder.build(request, used=tuple(dict.fromkeys(c["tool"] for c in calls if c["action"])))
 
     def _model(svc: Services, menu: Menu) -> Runnable[Any, BaseMessage]:
         key = (id(svc.picker_model), menu.names)
-        if key not in bound:
+        hit = bound.get(key)
+        if hit is None or hit[0] is not svc.picker_model:
             if len(bound) > 64:
                 bound.clear()
             model: BaseChatModel = svc.picker_model
-            bound[key] = model.bind_tools(menu.schemas)
-        return bound[key]
+            hit = bound[key] = (model, model.bind_tools(menu.schemas))
+        return hit[1]
 
     async def picker(state: TurnState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
         svc = await provider()

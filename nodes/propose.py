@@ -26,7 +26,7 @@ from graph.audit import AuditRecord, append_audit
 from graph.perimeter import governance_policy
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Pending, PendingAction, Plan, TurnState
-from nodes.flow_check import flow_warning, provenance, provenance_warning, shown_to_model
+from nodes.flow_check import conversation_warning, flow_warning, provenance, provenance_warning, shown_to_model
 from nodes._common import NotRun, not_run, sink_for, thread_id_of, with_calls
 from policies.approval import ApprovalClaims, args_hash, derive_nonce, mint_token
 from policies.arguments import load_args
@@ -164,7 +164,9 @@ def make_propose(provider: ServicesProvider) -> Any:
             if spec is None:
                 raise RuntimeError(f"proposed action {plan['tool']}.{plan['action']} is not registered")
             try:
-                preview = await _preview(svc, spec, plan, ctx, labels, provenance_warning(where))
+                # The background offer too: it would let the same conversation go on unattended.
+                origin = provenance_warning(where) or conversation_warning(shown, where)
+                preview = await _preview(svc, spec, plan, ctx, labels, origin)
             except TollgateError as exc:
                 sink.emit("error", code=exc.code, message=exc.message)
                 await append_audit(

@@ -297,6 +297,7 @@ CALENDAR = ToolSpec(
             executor=get_event,
             renderer=_render_get,
             id_fields=_EVENT_ID,
+            third_party_fields=("description",),
             usage_examples=("Tell me more about the 2nd one", "Where is the design review?", "Details of #1"),
         ),
         ActionSpec(

@@ -274,6 +274,13 @@ class ActionSpec:
     remote: bool = False
     """Set for a write of a database tool whose effect also leaves Tollgate (a write of a tool
     without Tollgate's database is remote anyway): it is recorded as an intent before it runs."""
+    third_party: bool = False
+    """Its results are someone else's content (pages, search results, messages from others):
+    approval cards warn when a value comes from them. Items naming a sender other than the owner
+    (``"from"``) count as someone else's whatever the action declares."""
+    third_party_fields: tuple[str, ...] = ()
+    """Fields of its result's item that hold someone else's text when set (an event's
+    description, written by whoever sent the invitation)."""
     reconcile: Reconciler | None = None
     """For a remote write: after a crash between the remote call and its record, says whether it
     happened. Without it such a write ends ``unknown`` and the owner is told so."""

@@ -333,6 +333,7 @@ def web_tools(settings: Mapping[str, Any] | BaseModel | None, *, resolver: Resol
             tier="allowlist",
             executor=fetch,
             renderer=_render_fetch,
+            third_party=True,
             usage_examples=(
                 "Read https://example.com/article",
                 "What does this page say: https://example.org/notes",
@@ -350,6 +351,7 @@ def web_tools(settings: Mapping[str, Any] | BaseModel | None, *, resolver: Resol
                 tier="allowlist",
                 executor=search,
                 renderer=_render_search,
+                third_party=True,
                 usage_examples=("Search the web for LangGraph interrupts", "Look up PostgreSQL advisory locks", "Find reviews of the Lisbon metro"),
             ),
         )
