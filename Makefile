@@ -6,6 +6,8 @@ UV := $(VENV)/bin/uv
 # `langgraph dev` gets its own environment: langgraph-api's pins conflict with the dev extra's.
 STUDIO_VENV := .venv-studio
 PYTHON ?= python3
+# `make run PORT=8080`, `make studio PORT=2025`.
+PORT ?=
 
 export LANGGRAPH_STRICT_MSGPACK := true
 export LANGGRAPH_CLI_NO_ANALYTICS := 1
@@ -37,15 +39,16 @@ setup-studio: $(STUDIO_VENV)/.installed
 ## Start Tollgate: embedded PostgreSQL, offline picker, demo data, the HTTP server and web page
 ## on http://127.0.0.1:8000/ with one background worker; prints a demo bearer token.
 run: setup
-	$(VENV)/bin/tollgate serve --demo
+	$(VENV)/bin/tollgate serve --demo $(if $(PORT),--port $(PORT))
 
 ## A terminal chat as `demo` (approvals inline), on the same database.
 chat: setup
 	$(VENV)/bin/tollgate chat
 
 ## LangGraph Studio's local API (`langgraph dev`) on http://127.0.0.1:2024, on the same database.
+## No reloader: it would watch the database files under ./var (restart after a code change).
 studio: setup-studio
-	$(STUDIO_VENV)/bin/langgraph dev --no-browser
+	$(STUDIO_VENV)/bin/langgraph dev --no-browser --no-reload --port $(or $(PORT),2024)
 
 ## Every test, against a real (embedded) PostgreSQL.
 test: setup setup-studio

@@ -7,23 +7,30 @@
   seeds the ``demo`` owner, issues a bearer token for it and prints the URL and the token
   (``make run``); it runs one background worker in the same process unless ``--no-worker``.
 * ``worker`` runs a background-run worker; ``migrate`` applies the database migrations.
+* ``token create | list | revoke`` manages owners' bearer tokens (hashes only at rest);
+  ``db status | stop | reset`` the embedded PostgreSQL; ``credentials`` owners' tool secrets.
 
-Every command reads the same settings (environment or ``.env``) as the server and Studio.
+Every command reads the same settings (environment or ``.env``) as the server and Studio. A
+configuration error is one or two sentences naming the variable (exit 2); ``--debug`` shows
+the traceback instead.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
+import socket
 import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import graph._env  # noqa: F401  - strict msgpack and no telemetry before langgraph loads
 import typer
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 from rich.console import Console
 from rich.live import Live
 from rich.panel import Panel
@@ -60,17 +67,48 @@ cli = typer.Typer(
 
 _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
+_T = TypeVar("_T")
+_debug: list[bool] = [False]  # set by --debug (typer's callback has no other place to keep it)
+
+
+@cli.callback()
+def _options(
+    debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of a start-up error.")] = False,
+) -> None:
+    _debug[0] = debug
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    _err.print(message, style="red", soft_wrap=True)
+    return typer.Exit(code)
+
+
+def _explained(exc: BaseException) -> typer.Exit:
+    """Exit 2 with the sentence for a configuration error; re-raise anything else (or everything with --debug)."""
+    from graph.config_errors import explain
+
+    message = explain(exc)
+    if message is None or _debug[0]:
+        raise exc
+    return _fail(message)
 
 
 def _settings() -> Settings:
-    """The settings, or exit 2 naming what is wrong (never the values: they may be secrets)."""
+    """The settings, or exit 2 naming the variable that is wrong (never the values: they may be secrets)."""
     try:
         return Settings()
-    except ValidationError as exc:
-        for error in exc.errors(include_input=False, include_url=False):
-            where = ".".join(str(part) for part in error["loc"]) or "settings"
-            _err.print(f"invalid configuration ({where}): {error['msg']}", style="red")
-        raise typer.Exit(2) from None
+    except (ValidationError, SettingsError) as exc:
+        raise _explained(exc) from None
+
+
+def _run(main: Coroutine[Any, Any, _T]) -> _T:
+    """Run a command's coroutine: Ctrl-C exits 130 at once, a configuration error exits 2 with its sentence."""
+    try:
+        return event_loop.run(main)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    except Exception as exc:
+        raise _explained(exc) from None
 
 
 # --- chat -------------------------------------------------------------------------------------
@@ -276,10 +314,7 @@ def chat(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     seed = settings.environment != "production" if demo_data is None else demo_data
-    try:
-        event_loop.run(run_chat(settings, owner, thread or str(uuid.uuid5(_CLI_THREADS, owner)), zone, demo_data=seed))
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
+    _run(run_chat(settings, owner, thread or str(uuid.uuid5(_CLI_THREADS, owner)), zone, demo_data=seed))
 
 
 # --- serve ------------------------------------------------------------------------------------
@@ -298,19 +333,58 @@ async def _demo_token(settings: Settings) -> str:
         return await ensure_demo_token(db, owner=_DEMO_OWNER)
 
 
+def _check_port(host: str, port: int) -> None:
+    """Exit 2 saying so when ``host:port`` cannot be bound, before anything is printed or started."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a closing socket is no conflict
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            busy = exc.errno == errno.EADDRINUSE
+            raise _fail(
+                f"port {port} on {host} is {'already in use' if busy else f'not available ({exc.strerror})'}: "
+                f"choose another with --port (make run PORT=8080)"
+            ) from None
+
+
 async def _serve(settings: Settings, host: str, port: int, *, worker: bool) -> None:
+    """The server until Ctrl-C or SIGTERM, then a clean close (every connection) before returning."""
+    serving = asyncio.create_task(_serve_app(settings, host, port, worker=worker))
+    try:
+        await asyncio.shield(serving)
+    except asyncio.CancelledError:
+        # uvicorn raises the Ctrl-C it handled again once it has shut down, which cancels this task:
+        # let the app close its worker and database first (else its connections outlive the check below).
+        await serving
+
+
+async def _serve_app(settings: Settings, host: str, port: int, *, worker: bool) -> None:
+    """The server (and an in-process worker) over one open app."""
     import uvicorn
 
     from graph.app import open_app
     from server import create_app
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port, log_level="info"))
+
     async with AsyncExitStack() as stack:
+        tollgate = await stack.enter_async_context(open_app(settings))
         if worker:
             from graph.background.worker import start_in_process_worker
 
-            handle = await start_in_process_worker(await stack.enter_async_context(open_app(settings)))
+            handle = await start_in_process_worker(tollgate)
             stack.push_async_callback(handle.stop)
+        server = uvicorn.Server(uvicorn.Config(create_app(settings, tollgate=tollgate), host=host, port=port, log_level="info"))
         await server.serve()
+
+
+def _stop_embedded(settings: Settings) -> None:
+    """After ``serve``: stop the embedded PostgreSQL unless another process (Studio, a chat) still uses it."""
+    if settings.database_url:
+        return
+    from graph.embedded import stop_if_unused
+
+    if stop_if_unused(settings.data_dir):
+        _out.print("embedded PostgreSQL stopped", style="dim")
 
 
 @cli.command()
@@ -324,21 +398,24 @@ def serve(
     settings = _settings()
     if demo and settings.environment == "production":
         raise typer.BadParameter("--demo issues a demo token; it is refused in production")
-    if demo:
-        token = event_loop.run(_demo_token(settings))
-        url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}/"
-        # One value per line, never wrapped, so both can be copied as they are.
-        _out.print(Text.assemble("Tollgate: ", (url, "bold cyan")), soft_wrap=True)
-        _out.print(Text.assemble("demo token (owner `demo`): ", (token, "bold")), soft_wrap=True)
-        # The token rides in the fragment: a browser never sends it, so no access log records it.
-        _out.print(Text.assemble("open: ", (f"{url}#token={token}", "bold cyan")), soft_wrap=True)
-        _out.print(f"or paste the token at {url}, or: curl -N -H 'Authorization: Bearer {token}' "
-                   f"-H 'Content-Type: application/json' -d '{{\"message\": \"what is on my calendar today?\"}}' "
-                   f"{url}v1/chat", style="dim", soft_wrap=True)
+    _check_port(host, port)
     try:
-        event_loop.run(_serve(settings, host, port, worker=worker))
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
+        if demo:
+            _print_demo_link(_run(_demo_token(settings)), host, port)
+        _run(_serve(settings, host, port, worker=worker))
+    finally:
+        _stop_embedded(settings)
+
+
+def _print_demo_link(token: str, host: str, port: int) -> None:
+    url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}/"
+    # One value per line, never wrapped, so each can be copied as it is. The token rides in the
+    # fragment: a browser never sends it, so no access log records it.
+    _out.print(Text.assemble("Tollgate: ", (f"{url}#token={token}", f"bold cyan link {url}#token={token}")), soft_wrap=True)
+    _out.print(Text.assemble("demo token (owner `demo`): ", (token, "bold")), soft_wrap=True)
+    _out.print(f"or: curl -N -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' "
+               f"-d '{{\"message\": \"what is on my calendar today?\"}}' {url}v1/chat", style="dim", soft_wrap=True)
+    _out.print("Ctrl-C stops the server (and the embedded database, unless Studio or a chat still uses it).", style="dim")
 
 
 # --- worker, migrate --------------------------------------------------------------------------
@@ -352,10 +429,7 @@ def worker(
     """Run a background-run worker until SIGINT/SIGTERM (running runs finish first, bounded)."""
     from graph.background.worker import run_worker
 
-    try:
-        event_loop.run(run_worker(_settings(), concurrency=concurrency, name=name))
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
+    _run(run_worker(_settings(), concurrency=concurrency, name=name))
 
 
 async def run_migrate(settings: Settings) -> None:
@@ -367,6 +441,121 @@ async def run_migrate(settings: Settings) -> None:
     async with open_database(settings) as db:
         await open_checkpointer(db)
         await ensure_queue_schema(db)
+
+
+# --- tokens -----------------------------------------------------------------------------------
+
+tokens = typer.Typer(help="Owners' bearer tokens for the HTTP API and the web page (only hashes are stored).",
+                     no_args_is_help=True)
+cli.add_typer(tokens, name="token")
+
+
+async def _with_db(settings: Settings, use: Callable[[Any], Awaitable[_T]]) -> _T:
+    from graph.db import open_database
+
+    async with open_database(settings) as db:
+        return await use(db)
+
+
+@tokens.command("create")
+def token_create(
+    owner: Annotated[str, typer.Option(help="The owner the token acts as.")],
+    label: Annotated[str, typer.Option(help="A note to tell tokens apart (a device, a person).")] = "",
+) -> None:
+    """Issue a token for an owner and print it once (it is not stored, only its hash)."""
+    from web.auth import issue_token
+
+    try:
+        token = _run(_with_db(_settings(), lambda db: issue_token(db, owner, label=label)))
+    except ValueError as exc:
+        raise _fail(f"not created: {exc}") from None
+    _out.print(token, soft_wrap=True)
+    _err.print(f"a token for {owner}; it is shown this once. `tollgate token list` shows its id.", style="dim")
+
+
+@tokens.command("list")
+def token_list(
+    owner: Annotated[str | None, typer.Option(help="Only this owner's tokens.")] = None,
+    revoked: Annotated[bool, typer.Option("--revoked", help="Include revoked tokens.")] = False,
+) -> None:
+    """The live tokens: id, owner, label, when created (never the tokens themselves)."""
+    from rich.table import Table
+
+    from web.auth import list_tokens
+
+    found = _run(_with_db(_settings(), lambda db: list_tokens(db, owner_id=owner, revoked=revoked)))
+    table = Table("id", "owner", "label", "created", *(["revoked"] if revoked else []), box=None, pad_edge=False)
+    for info in found:
+        created = f"{info.created_at:%Y-%m-%d %H:%M}"
+        gone = [f"{info.revoked_at:%Y-%m-%d %H:%M}" if info.revoked_at else ""] if revoked else []
+        table.add_row(info.id, info.owner_id, info.label, created, *gone)
+    _out.print(table if found else "no tokens")
+
+
+@tokens.command("revoke")
+def token_revoke(token_id: Annotated[str, typer.Argument(metavar="ID", help="The id `token list` shows.")]) -> None:
+    """Revoke a token: requests that carry it are refused from now on."""
+    from web.auth import TokenNotFound, revoke_token_id
+
+    try:
+        info = _run(_with_db(_settings(), lambda db: revoke_token_id(db, token_id)))
+    except TokenNotFound as exc:
+        raise _fail(f"nothing revoked: {exc}") from None
+    _out.print(f"revoked {info.id} ({info.owner_id}{', ' + info.label if info.label else ''})")
+
+
+# --- the embedded database ---------------------------------------------------------------------
+
+database = typer.Typer(help="The embedded PostgreSQL under TOLLGATE_DATA_DIR (when DATABASE_URL is unset).",
+                       no_args_is_help=True)
+cli.add_typer(database, name="db")
+
+
+def _embedded_dir() -> Any:
+    settings = _settings()
+    if settings.database_url:
+        raise _fail("DATABASE_URL is set: Tollgate uses that server, not the embedded one; manage it with its own tools")
+    return settings.data_dir
+
+
+@database.command("status")
+def db_status() -> None:
+    """Where the embedded database lives, whether it is running and how big it is."""
+    from graph.embedded import status
+
+    state = status(_embedded_dir())
+    _out.print(f"data:    {state.pgdata}" + ("" if state.initialized else " (not created yet: the first start creates it)"))
+    _out.print(f"size:    {state.size_bytes / 1e6:.1f} MB")
+    if state.running:
+        _out.print(f"running: yes (pid {state.pid}, socket {state.socket_dir}, port {state.port})")
+        _out.print(f"url:     {state.url}", soft_wrap=True)
+    else:
+        _out.print("running: no")
+
+
+@database.command("stop")
+def db_stop() -> None:
+    """Stop the embedded database (fast shutdown: connected processes lose their connections; data is kept)."""
+    from graph.embedded import stop
+
+    try:
+        stopped = stop(_embedded_dir())
+    except TimeoutError as exc:
+        raise _fail(str(exc)) from None
+    _out.print("stopped" if stopped else "it was not running")
+
+
+@database.command("reset")
+def db_reset(
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Delete the embedded database: every owner's data, thread, approval and token. The next start makes a new one."""
+    from graph.embedded import reset
+
+    data_dir = _embedded_dir()
+    if not yes and not typer.confirm(f"Delete everything under {data_dir.resolve() / 'pg'}?", default=False):
+        raise typer.Exit(1)
+    _out.print("deleted" if reset(data_dir) else "there was no embedded database")
 
 
 # --- credentials -------------------------------------------------------------------------------
@@ -394,7 +583,7 @@ def credentials_set(
 
     value = sys.stdin.readline().rstrip("\n") if not sys.stdin.isatty() else typer.prompt("value", hide_input=True)
     try:
-        event_loop.run(_credential_store(_settings(), lambda store: store.set(owner, tool, name, value)))
+        _run(_credential_store(_settings(), lambda store: store.set(owner, tool, name, value)))
     except (ValueError, TollgateError) as exc:
         _err.print(f"not stored: {getattr(exc, 'message', exc)}", style="red")
         raise typer.Exit(2) from None
@@ -409,7 +598,7 @@ def credentials_list(owner: Annotated[str, typer.Option(help="The owner.")]) -> 
     async def names(store: Any) -> None:
         found.extend(await store.names(owner))
 
-    event_loop.run(_credential_store(_settings(), names))
+    _run(_credential_store(_settings(), names))
     for tool, name in found:
         _out.print(f"{tool}/{name}")
 
@@ -426,14 +615,14 @@ def credentials_delete(
     async def delete(store: Any) -> None:
         gone.append(await store.delete(owner, tool, name))
 
-    event_loop.run(_credential_store(_settings(), delete))
+    _run(_credential_store(_settings(), delete))
     _out.print(f"deleted {tool}/{name}" if gone[0] else f"{owner} has no {tool}/{name}")
 
 
 @cli.command()
 def migrate() -> None:
     """Apply the database migrations (ours, the checkpointer's, the job queue's) and exit."""
-    event_loop.run(run_migrate(_settings()))
+    _run(run_migrate(_settings()))
     _out.print("migrations applied")
 
 

@@ -10,14 +10,16 @@ routes reach them through the dependencies in :mod:`web.deps`.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 import graph._env  # noqa: F401  - strict msgpack and no telemetry before langgraph loads
-from graph.app import open_app
+from graph.app import App, open_app
 from graph.settings import Settings
 from web import routes_approvals, routes_background, routes_chat, routes_health, routes_page, routes_threads
 from web.deps import ServerState
@@ -36,22 +38,39 @@ another's threads or approvals (404). Each caller has a request budget (429, `Re
 """
 
 
-def create_app(settings: Settings | None = None, **app_options: Any) -> FastAPI:
-    """The FastAPI app; ``settings`` default to the environment, ``app_options`` go to ``open_app``."""
+def create_app(settings: Settings | None = None, *, tollgate: App | None = None, **app_options: Any) -> FastAPI:
+    """The FastAPI app; ``settings`` default to the environment.
+
+    The lifespan opens the app (``app_options`` go to ``open_app``), unless an open one is given
+    as ``tollgate`` (``tollgate serve`` opens it first, so a configuration error is reported
+    before the server starts, and shares it with its in-process worker).
+    """
 
     @asynccontextmanager
     async def lifespan(api: FastAPI) -> AsyncIterator[None]:
         config = settings or Settings()
-        async with open_app(config, **app_options) as tollgate:
-            hub = TurnHub(tollgate.services.db, idle_seconds=config.stream_idle_seconds)
+        async with AsyncExitStack() as stack:
+            opened = tollgate or await stack.enter_async_context(open_app(config, **app_options))
+            hub = TurnHub(opened.services.db, idle_seconds=config.stream_idle_seconds)
             limiter = RateLimiter(config.rate_limit_burst, config.rate_limit_per_minute)
-            api.state.tollgate = ServerState(settings=config, app=tollgate, hub=hub, limiter=limiter)
+            api.state.tollgate = ServerState(settings=config, app=opened, hub=hub, limiter=limiter)
             try:
                 yield
             finally:
                 await hub.close()
 
-    api = FastAPI(title="Tollgate", version="0.1.0", description=_DESCRIPTION, lifespan=lifespan)
+    # /docs from vendored Swagger UI files (web/static/vendor), never a CDN: it works offline.
+    api = FastAPI(title="Tollgate", version="0.1.0", description=_DESCRIPTION, lifespan=lifespan,
+                  docs_url=None, redoc_url=None)
+
+    @api.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=api.openapi_url or "/openapi.json", title="Tollgate API",
+            swagger_js_url="/static/vendor/swagger-ui-bundle.js", swagger_css_url="/static/vendor/swagger-ui.css",
+            swagger_favicon_url="/static/favicon.svg",
+        )
+
     install_error_handlers(api)
     for module in (routes_chat, routes_threads, routes_approvals, routes_background, routes_health, routes_page):
         api.include_router(module.router)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import psycopg
 import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from psycopg import AsyncConnection
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -25,8 +27,10 @@ from graph.settings import Settings
 if TYPE_CHECKING:
     from tools.registry import Registry
 
-__all__ = ["Database", "ToolMigrationChanged", "apply_migrations", "apply_tool_migrations", "embedded_url", "open_database"]
+__all__ = ["Database", "DatabaseUnreachable", "ToolMigrationChanged", "apply_migrations", "apply_tool_migrations", "embedded_url", "open_database"]
 
+# How long start-up waits for the database before saying it cannot reach it.
+_CONNECT_SECONDS = 5.0
 # Serializes concurrent migrators (several API servers or workers starting at once).
 _MIGRATION_LOCK_KEY = 0x746F6C6C  # "toll"
 
@@ -92,6 +96,35 @@ async def apply_tool_migrations(db: Database, registry: Registry) -> None:
                 )
 
 
+class DatabaseUnreachable(RuntimeError):
+    """The database of ``DATABASE_URL`` cannot be reached or refuses us; the message names where (never the password)."""
+
+
+async def _check_reachable(url: str) -> None:
+    """Connect once, within :data:`_CONNECT_SECONDS`, or raise :class:`DatabaseUnreachable`."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        raise DatabaseUnreachable(
+            "DATABASE_URL is not a PostgreSQL URL: set it like postgresql://user:password@host:5432/dbname, "
+            "or unset it to use the embedded server"
+        ) from None
+    where = f"{params.get('host') or 'localhost'}:{params.get('port') or 5432}"
+    try:
+        conn = await asyncio.wait_for(
+            AsyncConnection.connect(url, connect_timeout=int(_CONNECT_SECONDS)), _CONNECT_SECONDS
+        )
+    except (psycopg.OperationalError, TimeoutError) as exc:
+        # libpq's reason (refused, timeout, bad password...) ends its first line; it holds no password.
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        reason = first.rpartition("failed: ")[2].rstrip(".") or f"no answer within {_CONNECT_SECONDS:.0f} s"
+        raise DatabaseUnreachable(
+            f"cannot reach PostgreSQL at {where} (DATABASE_URL): {reason}. "
+            "Start that server or fix DATABASE_URL, or unset it to use the embedded server."
+        ) from None
+    await conn.close()
+
+
 class ToolMigrationChanged(RuntimeError):
     """A tool's applied migration step was edited since it was applied."""
 
@@ -119,6 +152,8 @@ async def _resolve_url(settings: Settings) -> str:
 async def open_database(settings: Settings, *, migrate: bool = True) -> AsyncIterator[Database]:
     """Open the database for ``settings``; migrate it unless told not to."""
     url = await _resolve_url(settings)
+    if settings.database_url:
+        await _check_reachable(url)
     pool: AsyncConnectionPool[AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
         url,
         min_size=1,

@@ -43,14 +43,17 @@ class ProviderSettings(BaseModel):
     """Per-request timeout."""
 
 
-def _check(provider: ProviderSettings, role: Role) -> ProviderSettings:
+def _check(provider: ProviderSettings, role: Role, source: str) -> ProviderSettings:
     parts = urlsplit(provider.base_url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ModelConfigError(
-            f"{role} provider {provider.name!r}: base_url must be an http(s) URL such as http://localhost:8000/v1"
+            f"{source}: the {role} provider {provider.name!r} has base_url {parts.scheme or 'without a scheme'}:..., "
+            "but it must be an http(s) URL such as http://localhost:8000/v1"
         )
     if parts.hostname == "api.openai.com" and provider.api_key is None:
-        raise ModelConfigError(f"{role} provider {provider.name!r} is OpenAI: set OPENAI_API_KEY (or its api_key)")
+        raise ModelConfigError(
+            f"{source}: the {role} provider {provider.name!r} is OpenAI and has no key: set OPENAI_API_KEY (or its api_key)"
+        )
     return provider
 
 
@@ -66,8 +69,8 @@ def resolve_providers(
     if providers:
         names = [p.name for p in providers]
         if len(set(names)) != len(names):
-            raise ModelConfigError(f"{role} providers need distinct names, got {names!r}")
-        return [_check(p, role) for p in providers]
+            raise ModelConfigError(f"TOLLGATE_{role.upper()}_PROVIDERS: the providers need distinct names, got {names!r}")
+        return [_check(p, role, f"TOLLGATE_{role.upper()}_PROVIDERS") for p in providers]
     if model is None:
         if base_url is not None and role == "picker":
             raise ModelConfigError("OPENAI_BASE_URL is set but no model: set TOLLGATE_PICKER_MODEL")
@@ -79,4 +82,4 @@ def resolve_providers(
         raise ModelConfigError(
             f"{role} model settings are not usable ({', '.join(fields)}): check OPENAI_BASE_URL and the model name"
         ) from None
-    return [_check(shorthand, role)]
+    return [_check(shorthand, role, f"TOLLGATE_{role.upper()}_MODEL")]

@@ -4,7 +4,8 @@ Two objects, both named in ``langgraph.json``:
 
 * :data:`graph` (``graphs.tollgate``) is compiled without a checkpointer, as ``langgraph dev``
   requires: the platform attaches one. Its services are built lazily on first use, inside the
-  server's event loop, from the same settings as every other Tollgate process. Studio's
+  server's event loop (their file reads in a worker thread: ``langgraph dev`` refuses blocking
+  calls on the loop), from the same settings as every other Tollgate process. Studio's
   context form is :class:`graph.state.Context`, so it asks for the owner.
 * :func:`checkpointer` (``checkpointer.path``) is the checkpointer the platform attaches: our
   PostgreSQL saver with the strict serializer, over the database of ``DATABASE_URL`` (or the
@@ -40,10 +41,12 @@ async def _provider() -> Services:
         return _services[0]
     async with _lock:
         if not _services:
-            settings = Settings()
+            settings = await asyncio.to_thread(Settings)  # reads `.env` when there is one
             db = await _resources.enter_async_context(open_database(settings))
             remote = await _resources.enter_async_context(connected_tools(settings))
-            services = build_services(settings, db, tools=remote)
+            # Off the event loop: building the services reads files (the development approval key,
+            # approval rules, plug-in metadata), and `langgraph dev` fails any blocking call on the loop.
+            services = await asyncio.to_thread(build_services, settings, db, tools=remote)
             await apply_tool_migrations(db, services.registry)
             _services.append(services)
     return _services[0]
@@ -56,7 +59,7 @@ async def checkpointer() -> AsyncIterator[AsyncPostgresSaver]:
     ``langgraph.json`` names it as ``checkpointer.path``; the platform enters it at start-up and
     closes it at shutdown.
     """
-    async with open_database(Settings()) as db:
+    async with open_database(await asyncio.to_thread(Settings)) as db:
         yield await open_checkpointer(db)
 
 

@@ -10,19 +10,40 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Final
 
 from graph.db import Database
 from graph.state import Context
 
 __all__ = [
-    "TOKEN_PREFIX", "ensure_demo_token", "hash_token", "issue_token", "owner_of_token", "owners_for_tokens",
-    "revoke_token", "well_formed",
+    "TOKEN_PREFIX", "TokenInfo", "TokenNotFound", "ensure_demo_token", "hash_token", "issue_token", "list_tokens",
+    "owner_of_token", "owners_for_tokens", "revoke_token", "revoke_token_id", "well_formed",
 ]
 
 TOKEN_PREFIX: Final = "tg_"
 """Every Tollgate bearer token starts with this (easy to spot in a secret scanner)."""
 _MAX_TOKEN = 256
+# A token's id is the start of its hash: enough to name it, nothing to authenticate with.
+_ID_CHARS = 12
+_MIN_ID_CHARS = 6
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    """A stored token as an operator sees it (never the token itself)."""
+
+    id: str
+    """The first characters of its SHA-256, which ``token revoke`` takes."""
+    owner_id: str
+    label: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class TokenNotFound(LookupError):
+    """No live token has this id, or more than one does (give more characters)."""
 
 
 def hash_token(token: str) -> str:
@@ -86,3 +107,50 @@ async def owner_of_token(db: Database, token: str) -> str | None:
         )
         row = await cur.fetchone()
     return str(row["owner_id"]) if row else None
+
+
+def _info(row: dict[str, object]) -> TokenInfo:
+    return TokenInfo(
+        id=str(row["token_hash"])[:_ID_CHARS], owner_id=str(row["owner_id"]), label=str(row["label"]),
+        created_at=row["created_at"], revoked_at=row["revoked_at"],  # type: ignore[arg-type]
+    )
+
+
+async def list_tokens(db: Database, *, owner_id: str | None = None, revoked: bool = False) -> list[TokenInfo]:
+    """The stored tokens (of one owner if given; revoked ones too if asked), oldest first."""
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT token_hash, owner_id, label, created_at, revoked_at FROM api_tokens"
+            " WHERE (%(owner)s::text IS NULL OR owner_id = %(owner)s) AND (%(revoked)s OR revoked_at IS NULL)"
+            " ORDER BY created_at, token_hash",
+            {"owner": owner_id, "revoked": revoked},
+        )
+        return [_info(row) for row in await cur.fetchall()]
+
+
+async def revoke_token_id(db: Database, token_id: str) -> TokenInfo:
+    """Revoke the one live token whose id starts with ``token_id`` (at least 6 hex characters).
+
+    Raises :class:`TokenNotFound` when no live token, or more than one, matches.
+    """
+    prefix = token_id.strip().lower()
+    if len(prefix) < _MIN_ID_CHARS or any(c not in "0123456789abcdef" for c in prefix):
+        raise TokenNotFound(f"a token id is {_MIN_ID_CHARS} or more hex characters, as `tollgate token list` shows")
+    async with db.pool.connection() as conn, conn.transaction():
+        cur = await conn.execute(
+            "SELECT token_hash FROM api_tokens WHERE starts_with(token_hash, %s) AND revoked_at IS NULL FOR UPDATE",
+            (prefix,),
+        )
+        rows = await cur.fetchall()
+        if len(rows) != 1:
+            raise TokenNotFound(
+                f"no live token has id {prefix}" if not rows else f"{len(rows)} live tokens start with {prefix}: give more of the id"
+            )
+        cur = await conn.execute(
+            "UPDATE api_tokens SET revoked_at = now() WHERE token_hash = %s"
+            " RETURNING token_hash, owner_id, label, created_at, revoked_at",
+            (rows[0]["token_hash"],),
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    return _info(row)

@@ -75,11 +75,22 @@ async def _tollgate_error(_request: Request, exc: Exception) -> JSONResponse:
     return _body(exc.code, exc.message, STATUS_BY_CODE.get(exc.code, 503), violations=violations)
 
 
+def _violation(error: Mapping[str, Any]) -> str:
+    loc = tuple(error.get("loc", ()))
+    if error.get("type") == "json_invalid":
+        # pydantic's location is the character offset; its context says what the parser expected.
+        reason = str(error.get("ctx", {}).get("error", "not JSON"))
+        at = f", at character {loc[1] + 1}" if len(loc) > 1 and isinstance(loc[1], int) else ""
+        return f"the request body is not valid JSON ({reason}{at})"
+    return f"{_location(loc)}: {error.get('msg', 'invalid')}"
+
+
 async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     # Never echo the input: a request may carry a secret in the field that failed.
-    violations = [f"{_location(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in exc.errors()]
-    return _body("invalid_args", f"invalid request: {len(violations)} violation(s)", 422, violations=violations)
+    violations = [_violation(e) for e in exc.errors()]
+    message = violations[0] if len(violations) == 1 else f"invalid request: {len(violations)} violations"
+    return _body("invalid_args", message, 422, violations=violations)
 
 
 async def _unauthenticated(_request: Request, exc: Exception) -> JSONResponse:
@@ -95,7 +106,7 @@ async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 400:  # a body that is not even JSON: as invalid as any other malformed request
         return _body("invalid_args", "invalid request: the body could not be parsed", 422)
-    code: ApiErrorCode = "not_found" if exc.status_code in (404, 405) else "invalid_args"
+    code: ApiErrorCode = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_args")
     return _body(code, str(exc.detail), exc.status_code, headers=exc.headers)
 
 

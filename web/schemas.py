@@ -65,8 +65,8 @@ Message = Annotated[str, StringConstraints(min_length=1, max_length=_MAX_MESSAGE
 Note = Annotated[str, StringConstraints(min_length=1, max_length=_MAX_NOTE), AfterValidator(storable)]
 ThreadId = Annotated[str, StringConstraints(pattern=THREAD_ID_PATTERN)]
 
-ApiErrorCode = ErrorCode | Literal["unauthenticated", "rate_limited"]
-"""Every ``code`` an error response can carry: the taxonomy plus the transport's own two."""
+ApiErrorCode = ErrorCode | Literal["unauthenticated", "rate_limited", "method_not_allowed"]
+"""Every ``code`` an error response can carry: the taxonomy plus the transport's own three."""
 ThreadStatus = Literal["idle", "running", "awaiting_approval"]
 """``running``: a turn's events are still arriving; ``awaiting_approval``: one is pending."""
 

@@ -1,0 +1,98 @@
+"""``make studio`` as the README runs it, with the default environment: no approval secret, no DATABASE_URL.
+
+The one difference from a fresh clone is the data directory, a temporary one (so the test
+leaves the developer's ``./var`` alone): the approval key is generated there and the embedded
+PostgreSQL starts there, inside ``langgraph dev``, which refuses blocking calls on its event loop.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from langgraph_sdk import get_client
+from psycopg.rows import dict_row
+
+from graph._env import stop_group
+from graph.embedded import status, stop
+from graph.services import utc_now
+from tests.test_studio import _LANGGRAPH, _ROOT, _free_port
+from tools.demo import seed_demo
+
+_OFF = ("TOLLGATE_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_")
+
+
+@pytest.fixture(scope="module")
+def default_studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path]]:
+    """``make studio PORT=...`` with nothing configured but a data directory; (url, data_dir, log)."""
+    if not _LANGGRAPH.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail("`make setup-studio` did not run")
+        pytest.skip("run `make setup-studio` first")
+    work = tmp_path_factory.mktemp("studio-default")
+    data_dir, log = work / "var", work / "make-studio.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_OFF) and k not in ("DATABASE_URL", "MAKEFLAGS")}
+    env["TOLLGATE_DATA_DIR"] = str(data_dir)
+    port = _free_port()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(["make", "-s", "-C", str(_ROOT), "studio", f"PORT={port}"], env=env, stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"make studio did not start ({proc.returncode}):\n{log.read_text()[-4000:]}")
+            try:
+                if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.25)
+        yield url, data_dir, log
+    finally:
+        stop_group(proc)
+        stop(data_dir)
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+async def test_make_studio_runs_and_resumes_a_write_with_no_secret_set(default_studio: tuple[str, Path, Path]) -> None:
+    url, data_dir, log = default_studio
+    database = status(data_dir).url
+    assert database is not None  # the embedded server, started by langgraph dev itself
+    owner = "studio-default"
+    async with await psycopg.AsyncConnection.connect(database, autocommit=True, row_factory=dict_row) as conn:
+        async with conn.transaction():
+            await seed_demo(conn, owner, utc_now(), "UTC")
+
+    client = get_client(url=url)
+    context = {"owner_id": owner, "timezone": "UTC"}
+    tid = (await client.threads.create())["thread_id"]
+    for text in ("what's on my calendar today?", "cancel the 2nd one"):
+        async for part in client.runs.stream(tid, "tollgate", input=_user(text), context=context, stream_mode="values"):
+            assert part.event != "error", part.data
+    [interrupt] = (await client.threads.get_state(tid))["interrupts"]
+    token = interrupt["value"]["approval"]["token"]  # minted with the development key the run generated
+    assert (data_dir / "approval.key").exists()
+    resume = {"token": token, "decisions": [{"type": "approve"}]}
+    async for part in client.runs.stream(tid, "tollgate", command={"resume": resume}, context=context,
+                                         stream_mode="values"):
+        assert part.event != "error", part.data
+    state = await client.threads.get_state(tid)
+    assert state["interrupts"] == []
+    assert "Cancelled" in state["values"]["messages"][-1]["content"]
+    await client.aclose()
+
+    printed = log.read_text()
+    assert "Blocking" not in printed, printed[-3000:]
+    assert "changes detected" not in printed  # no file watcher on the database files under the data directory
