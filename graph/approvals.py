@@ -65,7 +65,7 @@ _PENDING_SQL: Final = """INSERT INTO approvals (approval_id, thread_id, owner_id
                              AS a (id text, tool text, action text, args_hash text, preview text, position integer)
                          ON CONFLICT (approval_id) DO NOTHING"""
 _DECIDE_SQL: Final = """UPDATE approvals SET status = %(status)s, decision = %(decision)s,
-                               approved_args_hash = %(hash)s, decided_at = now()
+                               approved_args_hash = %(hash)s, decided_at = now(), decided_via = %(via)s
                         WHERE approval_id = %(id)s AND thread_id = %(thread)s AND status = 'pending'
                         RETURNING 1"""
 _CLOSE_SQL: Final = """UPDATE approvals SET status = %s, decided_at = now(), finished_at = now(), error_code = %s
@@ -158,8 +158,12 @@ async def decide(
     thread_id: str,
     decision: Literal["approve", "edit", "reject"],
     approved_hash: str | None = None,
+    *,
+    via: str | None = None,
 ) -> bool:
     """Record a person's decision on a pending approval; ``False`` if it was no longer pending.
+
+    ``via`` is the surface it came through (the run context's channel), shown in the thread's history.
 
     ``approve`` and ``edit`` move it to ``approved`` with the hash of the arguments that may now
     run (the edited ones for an edit); ``reject`` closes it.
@@ -172,6 +176,7 @@ async def decide(
         "hash": approved_hash if decision != "reject" else None,
         "id": approval_id,
         "thread": thread_id,
+        "via": via,
     }
     async with leases.fenced(pool) as conn:
         cur = await conn.execute(_DECIDE_SQL, params)

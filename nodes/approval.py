@@ -205,7 +205,7 @@ def make_approval(provider: ServicesProvider) -> Any:
         for (action, plan), choice in zip(actions, decided, strict=True):
             approval_id = action["approval_id"]
             if choice.kind == "reject":
-                await approvals.decide(svc.db.pool, approval_id, thread_id, "reject")
+                await approvals.decide(svc.db.pool, approval_id, thread_id, "reject", via=ctx.channel)
                 await audit(action, "reject", "rejected")
                 sink.emit("approval_decided", approval_id=approval_id, decision="reject")
                 note = f" You said: “{choice.message}”" if choice.message else ""
@@ -225,7 +225,7 @@ def make_approval(provider: ServicesProvider) -> Any:
                                  "revision": plan.get("revision", 0) + 1, "proposed_at": int(svc.clock().timestamp())}
                 kept.append(seal(svc, revised, ctx, thread_id, turn_id, purpose="gate"))
                 continue
-            if not await approvals.decide(svc.db.pool, approval_id, thread_id, choice.kind, digest):
+            if not await approvals.decide(svc.db.pool, approval_id, thread_id, choice.kind, digest, via=ctx.channel):
                 await audit(action, "invalid", "not_pending", "approval_invalid")
                 sink.emit("approval_decided", approval_id=approval_id, decision="invalid", code="approval_invalid")
                 done.append(not_run(

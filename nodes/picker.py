@@ -46,12 +46,12 @@ from policies.storable import MAX_DEPTH, depth_of
 __all__ = ["make_picker"]
 
 # Claim the thread, supersede whatever waits for approval on it, read the window. Its row:
-# ``owner_id`` (``None``: another owner's thread), ``superseded``, ``prior``.
+# ``owner_id`` (``None``: another owner's thread, or a deleted one), ``superseded``, ``prior``.
 _SETUP_SQL = """
 WITH ins AS (
     INSERT INTO threads (thread_id, owner_id) VALUES (%(thread)s, %(owner)s)
     ON CONFLICT (thread_id) DO UPDATE SET updated_at = now()
-    WHERE threads.owner_id = EXCLUDED.owner_id
+    WHERE threads.owner_id = EXCLUDED.owner_id AND threads.deleted_at IS NULL  -- a deleted thread runs nothing
     RETURNING owner_id
 ), superseded AS (
     -- A new message supersedes whatever was waiting for approval on this thread.

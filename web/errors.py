@@ -19,6 +19,7 @@ from psycopg import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from policies.errors import ErrorCode, InvalidArgs, TollgateError
+from web.hub import TurnStopped
 from web.schemas import ApiErrorCode, ErrorBody
 
 __all__ = ["STATUS_BY_CODE", "RateLimited", "Unauthenticated", "documented", "install_error_handlers"]
@@ -110,6 +111,10 @@ async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     return _body(code, str(exc.detail), exc.status_code, headers=exc.headers)
 
 
+async def _stopped(_request: Request, exc: Exception) -> JSONResponse:
+    return _body("cancelled", str(exc), 409)
+
+
 async def _database_down(_request: Request, exc: Exception) -> JSONResponse:
     _log.warning("database unavailable: %s", type(exc).__name__)
     return _body("unavailable", "the database is unavailable", 503)
@@ -123,12 +128,13 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RateLimited, _rate_limited)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(OperationalError, _database_down)
+    app.add_exception_handler(TurnStopped, _stopped)
 
 
 _DESCRIPTIONS: Final[dict[int, str]] = {
     401: "No bearer token, or an unknown or revoked one (`unauthenticated`).",
     404: "No such thread, turn or approval for this caller: another owner's is indistinguishable from none.",
-    409: "The approval is no longer pending (decided, superseded) or its token no longer matches.",
+    409: "The approval is no longer pending (decided, superseded) or its token no longer matches; or the turn was stopped (`cancelled`).",
     422: "The request broke its schema (`invalid_args`, with `violations`).",
     429: "The caller's request budget is spent (`rate_limited`); retry after `Retry-After` seconds.",
     503: "The database or another collaborator is unavailable (`unavailable`, `transient`).",

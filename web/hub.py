@@ -32,7 +32,7 @@ from graph.events import TurnEvent
 from policies.errors import TollgateError
 from web import store
 
-__all__ = ["FAILED_RUN_MESSAGE", "LiveRun", "TurnHub"]
+__all__ = ["FAILED_RUN_MESSAGE", "STOPPED_RUN_MESSAGE", "LiveRun", "TurnHub", "TurnStopped"]
 
 _log = logging.getLogger("tollgate.web")
 _POLL_SECONDS: Final = 1.0
@@ -40,6 +40,17 @@ _SHUTDOWN_GRACE_SECONDS: Final = 10.0
 
 FAILED_RUN_MESSAGE: Final = "the turn failed before it completed"
 """The message of the ``error`` event that ends a failed run."""
+STOPPED_RUN_MESSAGE: Final = "stopped at your request; what had already run stays done"
+"""The message of the ``error`` event (code ``cancelled``) that ends a run its owner stopped."""
+
+
+class TurnStopped(Exception):
+    """The turn was stopped by its owner before it produced anything."""
+
+    code: Final = "cancelled"
+
+    def __init__(self) -> None:
+        super().__init__(STOPPED_RUN_MESSAGE)
 
 
 @dataclass(eq=False)
@@ -56,6 +67,8 @@ class LiveRun:
     """Why it failed, when it failed after its first event."""
     recorded: list[TurnEvent] = field(default_factory=list)
     """Its events as recorded (with their log ``id``), in order."""
+    stopped: bool = False
+    """Its owner asked to stop it (:meth:`TurnHub.stop`)."""
 
 
 async def _wait(event: asyncio.Event, seconds: float) -> bool:
@@ -81,6 +94,7 @@ class TurnHub:
         self.db = db
         self.idle_seconds = idle_seconds
         self._tasks: set[asyncio.Task[None]] = set()
+        self._runs: dict[asyncio.Task[None], LiveRun] = {}
         self._live: Counter[str] = Counter()
         self._signals: dict[str, asyncio.Event] = {}
         self.owned = store.OwnedThreads()
@@ -97,7 +111,8 @@ class TurnHub:
         run.first.add_done_callback(_retrieve)
         task = asyncio.create_task(self._drive(run, owner_id, events), name=f"turn:{thread_id}")
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._runs[task] = run
+        task.add_done_callback(self._forget)
         # A client that disconnects while waiting for the thread does not cancel its turn.
         first = await asyncio.shield(run.first)
         return run, first
@@ -127,8 +142,17 @@ class TurnHub:
             if not run.first.done():
                 run.first.set_exception(RuntimeError("the run produced no events"))
         except asyncio.CancelledError:
+            if run.stopped and run.first.done() and run.recorded:
+                # Stopped by its owner: the turn's own cancellation handling has run (the runner's
+                # generator is closed above); end the stream with a recorded, honest last event.
+                await writer.settle()
+                await self._record_end(run, owner_id, "cancelled", STOPPED_RUN_MESSAGE)
+                return
             writer.cancel()
             if not run.first.done():
+                if run.stopped:  # before its first event: the request that started it answers 409 cancelled
+                    run.first.set_exception(TurnStopped())
+                    return
                 run.first.cancel()
             raise
         except Exception as exc:
@@ -152,14 +176,36 @@ class TurnHub:
             run.first.set_result(events[0])
         self._notify(run.thread_id)
 
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._runs.pop(task, None)
+
+    def stop(self, thread_id: str) -> bool:
+        """Stop the runs of ``thread_id`` in this process (its owner pressed stop); ``True`` if one was running.
+
+        The turn is cancelled as a client that goes away would cancel it (its thread freed, an
+        effect either committed or not run), and its stream ends with an ``error`` event whose
+        code is ``cancelled``. A run still waiting for its thread is cancelled before it starts.
+        """
+        found = False
+        for task, run in list(self._runs.items()):
+            if run.thread_id == thread_id and not task.done():
+                run.stopped = True
+                task.cancel()
+                found = True
+        return found
+
     async def _record_failure(self, run: LiveRun, owner_id: str, exc: Exception) -> None:
         """End a run that failed mid-stream with a recorded, fatal ``error`` event."""
         code = exc.code if isinstance(exc, TollgateError) else "unavailable"
         _log.warning("a turn run failed mid-stream: %s (%s)", type(exc).__name__, code)
+        await self._record_end(run, owner_id, code, FAILED_RUN_MESSAGE)
+
+    async def _record_end(self, run: LiveRun, owner_id: str, code: str, message: str) -> None:
         last = run.recorded[-1]
         event = TurnEvent(
             type="error", seq=last["seq"] + 1, turn_id=last["turn_id"], ts=datetime.now(UTC).isoformat(),
-            data={"code": code, "message": FAILED_RUN_MESSAGE, "fatal": True}, thread_id=run.thread_id,
+            data={"code": code, "message": message, "fatal": True}, thread_id=run.thread_id,
         )
         try:
             self.recorded(run, await store.record_events(self.db, owner_id, [event]))

@@ -64,7 +64,7 @@ async def chat(body: ChatRequest, principal: PrincipalDep, request: Request) -> 
     """
     db = principal.app.services.db
     if body.thread_id is None:
-        thread_id = await store.create_thread(db, principal.owner_id)
+        thread_id = await store.create_thread(db, principal.owner_id, body.message)
         principal.hub.owned.remember(principal.owner_id, thread_id)
     else:
         thread_id = body.thread_id
@@ -72,6 +72,7 @@ async def chat(body: ChatRequest, principal: PrincipalDep, request: Request) -> 
         kind = thread_kind(thread_id)
         if kind != "chat":
             raise ThreadReadOnly(thread_id, kind)
+        await store.title_thread(db, principal.owner_id, thread_id, body.message)
     run, first = await principal.hub.start(
         principal.owner_id, thread_id, principal.app.runner.stream(principal.context, thread_id, body.message)
     )

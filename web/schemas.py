@@ -24,6 +24,7 @@ __all__ = [
     "ApprovalsOut",
     "ApproveBody",
     "ChatRequest",
+    "DecidedApprovalOut",
     "DecisionRequest",
     "EditBody",
     "ErrorBody",
@@ -38,6 +39,8 @@ __all__ = [
     "ThreadStatus",
     "ThreadSummary",
     "ThreadsOut",
+    "StopOut",
+    "ThreadPatch",
     "ThreadsQuery",
     "storable",
     "TurnResult",
@@ -65,8 +68,8 @@ Message = Annotated[str, StringConstraints(min_length=1, max_length=_MAX_MESSAGE
 Note = Annotated[str, StringConstraints(min_length=1, max_length=_MAX_NOTE), AfterValidator(storable)]
 ThreadId = Annotated[str, StringConstraints(pattern=THREAD_ID_PATTERN)]
 
-ApiErrorCode = ErrorCode | Literal["unauthenticated", "rate_limited", "method_not_allowed"]
-"""Every ``code`` an error response can carry: the taxonomy plus the transport's own three."""
+ApiErrorCode = ErrorCode | Literal["unauthenticated", "rate_limited", "method_not_allowed", "cancelled"]
+"""Every ``code`` an error response can carry: the taxonomy plus the transport's own."""
 ThreadStatus = Literal["idle", "running", "awaiting_approval"]
 """``running``: a turn's events are still arriving; ``awaiting_approval``: one is pending."""
 
@@ -157,6 +160,22 @@ class ThreadsQuery(_Wire):
     """At most this many threads."""
     kind: Literal["chat", "run", "inbox", "all"] = "chat"
     """Which threads: chat threads (the default), background runs' threads, the inbox, or all."""
+    q: str = Field(default="", max_length=200)
+    """Only threads whose title or messages contain this (case-insensitive)."""
+
+
+class ThreadPatch(_Wire):
+    """Body of ``PATCH /v1/threads/{id}``."""
+
+    title: str = Field(max_length=200)
+    """The thread's new title; empty gives it back its first message."""
+
+
+class StopOut(BaseModel):
+    """``POST /v1/threads/{id}/stop``."""
+
+    stopped: bool
+    """Whether a turn was running on the thread (in this server process) and is now stopped."""
 
 
 class ThreadQuery(_Wire):
@@ -315,7 +334,7 @@ class ThreadSummary(BaseModel):
     thread_id: str
     """The thread id."""
     title: str
-    """The start of its first user message (empty before the first turn completes)."""
+    """Its title: the start of its first message, or the name its owner gave it."""
     status: ThreadStatus
     """Where the thread stands."""
     kind: Literal["chat", "run", "inbox"]
@@ -333,11 +352,38 @@ class ThreadsOut(BaseModel):
     """The caller's threads, most recently active first."""
 
 
+class DecidedApprovalOut(BaseModel):
+    """An approval of the thread that is no longer pending: what was asked and what became of it."""
+
+    approval_id: str
+    request_id: str
+    """The request it belonged to (several actions share one)."""
+    tool: str
+    action: str
+    preview: str
+    """What it would have done, as the approver saw it."""
+    status: Literal["approved", "executing", "executed", "failed", "rejected", "expired", "superseded"]
+    decision: Literal["approve", "edit", "reject"] | None
+    """The owner's decision; ``None`` when it closed without one (expired, superseded)."""
+    decided_via: str | None
+    """The surface the decision came through (``chat``: the web page or the API; ``cli``, ``studio``)."""
+    owner_id: str
+    """Who decided: the thread's owner, the only one who may."""
+    created_at: datetime
+    decided_at: datetime | None
+    error_code: str | None
+    """Why it did not run, when it did not (``approval_expired``, ``edited``, ``deleted``...)."""
+
+
 class ThreadDetail(BaseModel):
     """``GET /v1/threads/{id}``."""
 
     thread_id: str
     """The thread id."""
+    title: str = ""
+    """Its title: the first message, or the owner's name for it."""
+    kind: Literal["chat", "run", "inbox"] = "chat"
+    """``chat``: a conversation; ``run`` and ``inbox``: written by the server only."""
     status: ThreadStatus
     """Where the thread stands."""
     created_at: datetime
@@ -348,6 +394,8 @@ class ThreadDetail(BaseModel):
     """The most recent messages, oldest first."""
     pending_approval: ApprovalOut | None
     """The approval the thread waits on, if any."""
+    approvals: list[DecidedApprovalOut] = Field(default_factory=list)
+    """Its decided and closed approvals, newest first (the history a reload keeps)."""
     latest_turn_id: str | None
     """The latest turn streamed over HTTP (for ``GET /v1/threads/{id}/events``)."""
     latest_seq: int | None

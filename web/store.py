@@ -20,14 +20,16 @@ from graph.db import Database
 from graph.events import TurnEvent
 from graph.threads import ThreadKind, thread_kind
 from policies.errors import NotFound
-from web.schemas import MessageOut, ThreadStatus, ThreadSummary
+from web.schemas import DecidedApprovalOut, MessageOut, ThreadStatus, ThreadSummary
 
 __all__ = [
     "TERMINAL",
     "ApprovalRef",
     "OwnedThreads",
     "ThreadRow",
+    "approval_history",
     "create_thread",
+    "delete_thread",
     "ends_run",
     "event_json",
     "events_after",
@@ -35,11 +37,15 @@ __all__ = [
     "latest_event",
     "list_threads",
     "record_events",
+    "rename_thread",
     "require_approval",
     "require_thread",
     "thread_status",
+    "title_thread",
     "transcript",
 ]
+
+_TITLE_CHARS: Final = 80
 
 TERMINAL: Final = frozenset({"message_complete", "approval_required"})
 """Event types that end a run that completed."""
@@ -60,6 +66,8 @@ class ThreadRow:
     """When it was created."""
     updated_at: datetime
     """When it last ran."""
+    title: str = ""
+    """Its title (the first message, or the owner's name for it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,43 +88,112 @@ class ApprovalRef:
     """The function names of the request's actions, in order."""
 
 
-async def create_thread(db: Database, owner_id: str) -> str:
-    """A new thread for ``owner_id``, with an unguessable server-chosen id.
+def _title(message: str) -> str:
+    return " ".join(message.split())[:_TITLE_CHARS]
+
+
+async def create_thread(db: Database, owner_id: str, first_message: str = "") -> str:
+    """A new thread for ``owner_id``, with an unguessable server-chosen id, titled by its first message.
 
     A random UUID (122 random bits), because ``langgraph dev`` addresses threads by UUID: a thread
-    started over HTTP can then be opened in Studio.
+    started over HTTP can then be opened in Studio. The title is set now, not when the turn ends,
+    so a thread whose first turn waits for an approval is never listed by its id.
     """
     thread_id = str(uuid.uuid4())
     async with db.pool.connection() as conn:
-        await conn.execute("INSERT INTO threads (thread_id, owner_id) VALUES (%s, %s)", (thread_id, owner_id))
+        await conn.execute("INSERT INTO threads (thread_id, owner_id, title) VALUES (%s, %s, %s)",
+                           (thread_id, owner_id, _title(first_message) or None))
     return thread_id
 
 
+async def title_thread(db: Database, owner_id: str, thread_id: str, message: str) -> None:
+    """Title a thread by ``message`` if it has no title yet (one created by the CLI or Studio)."""
+    async with db.pool.connection() as conn:
+        await conn.execute("UPDATE threads SET title = %s WHERE thread_id = %s AND owner_id = %s AND title IS NULL",
+                           (_title(message) or None, thread_id, owner_id))
+
+
 async def require_thread(db: Database, owner_id: str, thread_id: str) -> ThreadRow:
-    """The caller's thread, or :class:`NotFound` (missing and foreign look the same)."""
+    """The caller's thread, or :class:`NotFound` (missing, foreign and deleted look the same)."""
     async with db.pool.connection() as conn:
         cur = await conn.execute(
-            "SELECT thread_id, created_at, updated_at FROM threads WHERE thread_id = %s AND owner_id = %s",
+            "SELECT thread_id, created_at, updated_at, coalesce(title, '') AS title FROM threads"
+            " WHERE thread_id = %s AND owner_id = %s AND deleted_at IS NULL",
             (thread_id, owner_id),
         )
         row = await cur.fetchone()
     if row is None:
         raise NotFound("thread", thread_id)
-    return ThreadRow(thread_id=row["thread_id"], created_at=row["created_at"], updated_at=row["updated_at"])
+    return ThreadRow(thread_id=row["thread_id"], created_at=row["created_at"], updated_at=row["updated_at"],
+                     title=row["title"])
+
+
+async def rename_thread(db: Database, owner_id: str, thread_id: str, title: str) -> ThreadRow:
+    """Give the caller's thread a title (empty: back to its first message); :class:`NotFound` if not theirs."""
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            """UPDATE threads SET title = coalesce(nullif(%(title)s, ''),
+                                                   (SELECT left(content, 80) FROM transcript
+                                                    WHERE thread_id = %(thread)s AND role = 'user' ORDER BY id LIMIT 1))
+               WHERE thread_id = %(thread)s AND owner_id = %(owner)s AND deleted_at IS NULL RETURNING thread_id""",
+            {"title": _title(title), "thread": thread_id, "owner": owner_id},
+        )
+        if await cur.fetchone() is None:
+            raise NotFound("thread", thread_id)
+    return await require_thread(db, owner_id, thread_id)
+
+
+async def delete_thread(db: Database, owner_id: str, thread_id: str) -> None:
+    """Hide the caller's thread from their lists and reads (soft: its audit trail stays); :class:`NotFound` if not theirs.
+
+    Its pending approvals are superseded first, so nothing it waited on can run later.
+    """
+    async with db.pool.connection() as conn, conn.transaction():
+        cur = await conn.execute(
+            "UPDATE threads SET deleted_at = now() WHERE thread_id = %s AND owner_id = %s AND deleted_at IS NULL"
+            " RETURNING thread_id",
+            (thread_id, owner_id),
+        )
+        if await cur.fetchone() is None:
+            raise NotFound("thread", thread_id)
+        await conn.execute(
+            "UPDATE approvals SET status = 'superseded', decided_at = now(), finished_at = now(), error_code = 'deleted'"
+            " WHERE thread_id = %s AND status = 'pending'",
+            (thread_id,),
+        )
+
+
+async def approval_history(db: Database, thread_id: str, limit: int = 50) -> list[DecidedApprovalOut]:
+    """The thread's approvals that are no longer pending, newest first: what was asked and what became of it."""
+    async with db.pool.connection() as conn:
+        cur = await conn.execute(
+            """SELECT approval_id, request_id, tool, action, preview, status, decision, decided_via, owner_id,
+                      created_at, decided_at, error_code
+               FROM approvals WHERE thread_id = %s AND status <> 'pending'
+               ORDER BY created_at DESC, position DESC LIMIT %s""",
+            (thread_id, limit),
+        )
+        rows = await cur.fetchall()
+    return [DecidedApprovalOut(**row) for row in rows]
 
 
 class OwnedThreads:
     """The threads this process has seen belong to their owner, so a request needs no query for them.
 
-    A thread's owner is set once, when it is claimed, and never changes (threads are not deleted
-    or handed over), so a remembered answer cannot go stale. Only positive answers are kept; a
-    thread not remembered is looked up (:func:`require_thread`). The runner checks ownership again
-    under the thread's lock before it runs anything; this only saves the early check's query.
+    A thread's owner is set once, when it is claimed, and never changes (threads are not handed
+    over); a deleted thread is forgotten by the process that deletes it. Only positive answers are
+    kept; a thread not remembered is looked up (:func:`require_thread`). The turn checks ownership
+    (and that the thread is not deleted) again under the thread's lease before it runs anything;
+    this only saves the early check's query.
     """
 
     def __init__(self, size: int = 10_000) -> None:
         self.size = size
         self._known: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+    def forget(self, owner_id: str, thread_id: str) -> None:
+        """Drop a thread its owner deleted."""
+        self._known.pop((owner_id, thread_id), None)
 
     def remember(self, owner_id: str, thread_id: str) -> None:
         """Note that ``thread_id`` belongs to ``owner_id`` (the least recently used beyond ``size`` go)."""
@@ -162,23 +239,35 @@ def thread_status(*, pending: bool, latest: TurnEvent | None) -> ThreadStatus:
     return "awaiting_approval" if pending else "idle"
 
 
-async def list_threads(db: Database, owner_id: str, limit: int, kind: ThreadKind | None = "chat") -> list[ThreadSummary]:
-    """The caller's threads of one kind (all kinds with ``None``), most recently active first."""
+async def list_threads(
+    db: Database, owner_id: str, limit: int, kind: ThreadKind | None = "chat", search: str = "",
+    *, only: str | None = None,
+) -> list[ThreadSummary]:
+    """The caller's threads of one kind (all kinds with ``None``), most recently active first.
+
+    ``search`` keeps the threads whose title or messages contain it (case-insensitive); ``only``
+    keeps the one thread of that id.
+    """
+    pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" if search else None
     async with db.pool.connection() as conn:
         cur = await conn.execute(
             """SELECT t.thread_id, t.created_at, t.updated_at,
-                      coalesce((SELECT left(content, 80) FROM transcript
+                      coalesce(t.title, (SELECT left(content, 80) FROM transcript
                                 WHERE thread_id = t.thread_id AND role = 'user' ORDER BY id LIMIT 1), '') AS title,
                       EXISTS (SELECT 1 FROM approvals
                               WHERE thread_id = t.thread_id AND status = 'pending') AS pending,
                       (SELECT event FROM turn_events WHERE thread_id = t.thread_id ORDER BY id DESC LIMIT 1) AS latest
-               FROM threads t WHERE t.owner_id = %(owner)s
+               FROM threads t WHERE t.owner_id = %(owner)s AND t.deleted_at IS NULL
+                 AND (%(only)s::text IS NULL OR t.thread_id = %(only)s)
+                 AND (%(pattern)s::text IS NULL OR t.title ILIKE %(pattern)s
+                      OR EXISTS (SELECT 1 FROM transcript m WHERE m.thread_id = t.thread_id
+                                 AND m.role IN ('user', 'assistant') AND m.content ILIKE %(pattern)s))
                  AND (%(kind)s::text IS NULL
                       OR (%(kind)s = 'run' AND t.thread_id LIKE 'bg:%%')
                       OR (%(kind)s = 'inbox' AND t.thread_id LIKE 'inbox:%%')
                       OR (%(kind)s = 'chat' AND t.thread_id NOT LIKE 'bg:%%' AND t.thread_id NOT LIKE 'inbox:%%'))
                ORDER BY t.updated_at DESC, t.thread_id LIMIT %(limit)s""",
-            {"owner": owner_id, "kind": kind, "limit": limit},
+            {"owner": owner_id, "kind": kind, "limit": limit, "pattern": pattern, "only": only},
         )
         rows = await cur.fetchall()
     return [

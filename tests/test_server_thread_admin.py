@@ -1,0 +1,120 @@
+"""What a chat page needs of its threads: titles, rename, search, soft delete, decided approvals, stop."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from graph.db import Database
+from graph.settings import Settings
+from tests.fakes import ScriptedModel, say
+from tests.harness import Clock
+from tests.server_harness import Api, serve
+from tools.demo import seed_demo
+from web.auth import issue_token
+
+
+async def test_a_write_first_thread_is_titled_by_its_message_not_its_id(api: Api) -> None:
+    proposed = await api.chat("remind me to call the plumber tomorrow at 9am")
+    assert proposed.last["type"] == "approval_required"
+    thread_id = proposed.last["thread_id"]
+    [listed] = [t for t in (await api.get("/v1/threads")).json()["threads"] if t["thread_id"] == thread_id]
+    assert listed["title"] == "remind me to call the plumber tomorrow at 9am"
+    assert (await api.get(f"/v1/threads/{thread_id}")).json()["title"] == listed["title"]
+
+
+async def test_rename_search_and_soft_delete(api: Api, db: Database) -> None:
+    first = (await api.chat("what's on my calendar today?")).last["thread_id"]
+    second, _ = await api.list_then_propose()
+
+    renamed = await api.client.patch(f"/v1/threads/{first}", headers=api.auth, json={"title": "  Monday plans "})
+    assert renamed.status_code == 200, renamed.text
+    assert renamed.json()["title"] == "Monday plans"
+    found = (await api.get("/v1/threads", params={"q": "MONDAY"})).json()["threads"]
+    assert [t["thread_id"] for t in found] == [first]  # by title, case-insensitive
+    found = (await api.get("/v1/threads", params={"q": "lunch with sam"})).json()["threads"]
+    assert {t["thread_id"] for t in found} == {first, second}  # by what was said (the replies list it)
+    assert (await api.get("/v1/threads", params={"q": "100%_"})).json()["threads"] == []  # wildcards are literal
+    back = await api.client.patch(f"/v1/threads/{first}", headers=api.auth, json={"title": ""})
+    assert back.json()["title"] == "what's on my calendar today?"  # empty: its first message again
+
+    gone = await api.client.delete(f"/v1/threads/{second}", headers=api.auth)
+    assert gone.status_code == 204
+    assert second not in {t["thread_id"] for t in (await api.get("/v1/threads?kind=all")).json()["threads"]}
+    assert (await api.get(f"/v1/threads/{second}")).status_code == 404
+    assert (await api.client.delete(f"/v1/threads/{second}", headers=api.auth)).status_code == 404
+    refused = await api.chat("cancel the 2nd one", second, check=False)
+    assert refused.status == 404
+    async with db.pool.connection() as conn:  # what it waited on can no longer run
+        cur = await conn.execute("SELECT status, error_code FROM approvals WHERE thread_id = %s", (second,))
+        assert await cur.fetchall() == [{"status": "superseded", "error_code": "deleted"}]
+    assert (await api.get("/v1/approvals")).json()["approvals"] == []
+
+
+async def test_another_owners_thread_cannot_be_renamed_or_deleted(api: Api, db: Database) -> None:
+    thread_id = (await api.chat("what's on my calendar today?")).last["thread_id"]
+    stranger = await issue_token(db, api.owner + "-other", label="test")
+    headers = {"Authorization": f"Bearer {stranger}"}
+    assert (await api.client.patch(f"/v1/threads/{thread_id}", headers=headers, json={"title": "x"})).status_code == 404
+    assert (await api.client.delete(f"/v1/threads/{thread_id}", headers=headers)).status_code == 404
+    assert (await api.client.post(f"/v1/threads/{thread_id}/stop", headers=headers)).status_code == 404
+    assert (await api.get(f"/v1/threads/{thread_id}")).status_code == 200
+
+
+async def test_decided_approvals_stay_in_the_thread_with_the_decision_and_when(api: Api) -> None:
+    thread_id, proposed = await api.list_then_propose()
+    approval_id = proposed["data"]["approval_id"]
+    done = await api.decide(approval_id, {"type": "approve"})
+    assert done.last["data"]["outcome"] == "executed"
+    detail = (await api.get(f"/v1/threads/{thread_id}")).json()
+    assert detail["pending_approval"] is None
+    [decided] = detail["approvals"]
+    assert decided["approval_id"] == approval_id
+    assert decided["status"] == "executed" and decided["decision"] == "approve"
+    assert decided["decided_via"] == "chat" and decided["owner_id"] == api.owner
+    assert decided["decided_at"] is not None
+    assert "Lunch with Sam" in decided["preview"]
+
+
+async def test_stop_cancels_a_running_turn_and_the_thread_stays_usable(
+    settings: Settings, db: Database, owner: str
+) -> None:
+    from tests.conftest import NOW
+
+    model = ScriptedModel(steps=[say("Hello."), say("never said"), say("Back again.")])
+    async with db.pool.connection() as conn, conn.transaction():
+        await seed_demo(conn, owner, NOW, "UTC")
+    token = await issue_token(db, owner, label="test")
+    auth = {"Authorization": f"Bearer {token}"}
+    roomy = settings.model_copy(update={"rate_limit_burst": 1000})
+    with serve(roomy, picker_model=model, clock=Clock(NOW)) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+            first = await client.post("/v1/chat", headers={**auth, "Accept": "application/json"}, json={"message": "hi"})
+            thread_id = first.json()["thread_id"]
+            model.latency = 30.0  # a slow model: the next turn is still thinking when stop arrives
+
+            async def send() -> httpx.Response:
+                return await client.post("/v1/chat", headers={**auth, "Accept": "application/json"},
+                                         json={"message": "think hard", "thread_id": thread_id})
+
+            sending = asyncio.create_task(send())
+            for _ in range(200):
+                if (await client.get(f"/v1/threads/{thread_id}", headers=auth)).json()["status"] == "running":
+                    break
+                await asyncio.sleep(0.05)
+            stopped = await client.post(f"/v1/threads/{thread_id}/stop", headers=auth)
+            assert stopped.status_code == 200 and stopped.json() == {"stopped": True}
+            answer = await asyncio.wait_for(sending, 20)  # well before the model's 30 s
+            # Stopped while the model was still thinking, before the turn's first event.
+            assert answer.status_code == 409, answer.text
+            assert answer.json()["code"] == "cancelled"
+
+            model.latency = 0.0
+            model.steps[:] = [say("Back again.")]
+            again = await client.post("/v1/chat", headers={**auth, "Accept": "application/json"},
+                                      json={"message": "are you there?", "thread_id": thread_id})
+            assert again.status_code == 200, again.text
+            assert again.json()["reply"] == "Back again."
+            idle = await client.post(f"/v1/threads/{thread_id}/stop", headers=auth)
+            assert idle.json() == {"stopped": False}
