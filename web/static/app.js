@@ -1,5 +1,6 @@
 // Tollgate's web page: chat with streamed turn events, a timeline, and approval chips.
-// No build step and no dependencies. Every server string is inserted with textContent.
+// No build step. Every server string is inserted with textContent, except the assistant's replies,
+// which are markdown: parsed by the vendored marked, then sanitized by the vendored DOMPurify.
 "use strict";
 
 const TOKEN_KEY = "tollgate.token";
@@ -13,7 +14,23 @@ const state = {
   token: localStorage.getItem(TOKEN_KEY) || "",
   threadId: localStorage.getItem(THREAD_KEY) || null,
   busy: false,
+  kind: "chat",       // which threads the list shows: chat, run or inbox
+  search: "",
+  running: null,      // the AbortController of the turn in flight
 };
+
+const timeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+const when = (iso) => (iso ? timeFormat.format(new Date(iso)) : "");
+
+// Markdown to safe HTML: DOMPurify drops scripts, handlers and javascript: links from marked's output.
+function setMarkdown(el, text) {
+  if (window.marked && window.DOMPurify) {
+    el.innerHTML = window.DOMPurify.sanitize(window.marked.parse(text, { gfm: true, breaks: true }));
+    el.classList.add("markdown");
+  } else {
+    el.textContent = text;
+  }
+}
 
 // ---- status line --------------------------------------------------------------------------
 
@@ -33,8 +50,8 @@ class ApiError extends Error {
   }
 }
 
-async function api(path, { method = "GET", body, accept = "application/json", headers = {} } = {}) {
-  const init = { method, headers: { Accept: accept, ...headers } };
+async function api(path, { method = "GET", body, accept = "application/json", headers = {}, signal } = {}) {
+  const init = { method, headers: { Accept: accept, ...headers }, signal };
   if (state.token) init.headers.Authorization = `Bearer ${state.token}`;
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
@@ -115,16 +132,66 @@ async function consumeRun(response, view) {
 
 // ---- rendering ----------------------------------------------------------------------------
 
-function addMessage(role, text) {
+function addMessage(role, text, at = new Date().toISOString()) {
   const li = document.createElement("li");
   li.className = `msg ${role}`;
   const bubble = document.createElement("div");
   bubble.className = "bubble";
-  bubble.textContent = text;
-  li.append(bubble);
+  if (role === "assistant") setMarkdown(bubble, text); else bubble.textContent = text;
+  const meta = document.createElement("div");
+  meta.className = "meta";
+  const time = document.createElement("time");
+  time.dateTime = at;
+  time.textContent = when(at);
+  meta.append(time);
+  if (role === "assistant") {
+    const copy = document.createElement("button");
+    copy.type = "button";
+    copy.className = "small copy";
+    copy.textContent = "Copy";
+    copy.setAttribute("aria-label", "Copy this reply");
+    copy.addEventListener("click", async () => {
+      try {
+        await navigator.clipboard.writeText(bubble.dataset.text || bubble.textContent);
+        copy.textContent = "Copied";
+      } catch (_) { copy.textContent = "Copy failed"; }
+      setTimeout(() => { copy.textContent = "Copy"; }, 1500);
+    });
+    meta.append(copy);
+  }
+  bubble.dataset.text = text;
+  li.append(bubble, meta);
   $("#messages").append(li);
   li.scrollIntoView({ block: "end" });
   return li;
+}
+
+// A decided or closed approval from the thread's history: what was asked, and what became of it.
+function addDecided(a) {
+  const li = document.createElement("li");
+  li.className = "msg assistant";
+  const card = document.createElement("div");
+  card.className = "chip decided history";
+  const head = document.createElement("div");
+  head.className = "chip-head";
+  const badge = document.createElement("span");
+  badge.className = `badge status-${a.status}`;
+  badge.textContent = a.status;
+  const code = document.createElement("code");
+  code.textContent = `${a.tool}.${a.action}`;
+  head.append(badge, code);
+  const preview = document.createElement("p");
+  preview.className = "chip-preview";
+  preview.textContent = a.preview;
+  const said = document.createElement("p");
+  said.className = "chip-state";
+  const via = { chat: "the web page or API", cli: "the terminal", studio: "Studio", background: "a background run" };
+  said.textContent = a.decision
+    ? `${a.decision} by ${a.owner_id} via ${via[a.decided_via] || a.decided_via || "?"}, ${when(a.decided_at)}`
+    : `closed ${when(a.decided_at)}${a.error_code ? ` (${a.error_code})` : ""}`;
+  card.append(head, preview, said);
+  li.append(card);
+  $("#messages").append(li);
 }
 
 function describe(event) {
@@ -186,7 +253,8 @@ function runView() {
       } else if (event.type === "tool_start") {
         ensureBubble().textContent = `Running ${event.data.tool}.${event.data.action}…`;
       } else if (event.type === "message_complete") {
-        ensureBubble().textContent = event.data.text;
+        setMarkdown(ensureBubble(), event.data.text);
+        bubble.dataset.text = event.data.text;
         bubble.classList.add("done");
       } else if (event.type === "approval_required") {
         if (bubble && !bubble.classList.contains("done")) { bubble.parentElement.remove(); bubble = null; }
@@ -200,6 +268,7 @@ function runView() {
     fail(message) {
       ensureBubble().textContent = `Something went wrong: ${message}`;
       bubble.classList.add("failed");
+      addRetry();
     },
   };
 }
@@ -211,6 +280,7 @@ function renderChip(action, choose) {
   const chip = $("#chip-template").content.firstElementChild.cloneNode(true);
   chip.dataset.approvalId = action.approval_id;
   $(".chip-action", chip).textContent = `${action.tool}.${action.action}`;
+  if (action.expires_at) $(".chip-time", chip).textContent = `expires ${when(action.expires_at)}`;
   $(".chip-preview", chip).textContent = action.preview;
   $(".chip-args", chip).textContent = JSON.stringify(action.args, null, 2);
   const origins = Object.entries(action.provenance || {});
@@ -271,11 +341,14 @@ function renderChip(action, choose) {
 function renderRequest(approval) {
   const path = `/v1/approvals/${encodeURIComponent(approval.approval_id)}/decision`;
   const actions = approval.actions && approval.actions.length ? approval.actions : [approval];
+  const background = (approval.thread_id || "").startsWith("bg:");
   if (actions.length === 1) {
-    return renderChip({ ...approval, ...actions[0] }, async (decision) => {
+    const chip = renderChip({ ...approval, ...actions[0] }, async (decision) => {
       await runTurn(path, decision);
-      return `Decided: ${decision.type}`;
+      if (background) chip.append(runLinks(approval.thread_id));
+      return `Decided: ${decision.type}${background ? ". The run goes on in the background; its result lands in your inbox." : ""}`;
     });
+    return chip;
   }
   const box = document.createElement("div");
   box.className = "request";
@@ -305,6 +378,7 @@ function renderRequest(approval) {
     try {
       await runTurn(path, { decisions: chosen });
       note.textContent = `Decided: ${chosen.map((d) => d.type).join(", ")}`;
+      if (background) box.append(runLinks(approval.thread_id));
     } catch (err) {
       note.textContent = `Not sent: ${err.message}`;
       if (err.status !== 409) submit.disabled = false;
@@ -314,36 +388,98 @@ function renderRequest(approval) {
   return box;
 }
 
-// ---- actions ------------------------------------------------------------------------------
+// Links from a background run's approval to where its work shows: the run's thread and the inbox.
+function runLinks(runThread) {
+  const links = document.createElement("p");
+  links.className = "run-links";
+  for (const [label, kind, id] of [["Open the run", "run", runThread], ["Open the inbox", "inbox", null]]) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "small";
+    b.textContent = label;
+    b.addEventListener("click", async () => {
+      setKind(kind);
+      const threads = await refreshSide();
+      selectThread(id || (threads[0] && threads[0].thread_id) || null);
+    });
+    links.append(b);
+  }
+  return links;
+}
+
+function setBusy(busy) {
+  state.busy = busy;
+  $("#send").disabled = busy;
+  $("#stop").hidden = !busy;
+}
 
 async function runTurn(path, body) {
-  state.busy = true;
-  $("#send").disabled = true;
+  setBusy(true);
   setStatus("Working…", "warn");
+  const controller = new AbortController();
+  state.running = controller;
   try {
-    const response = await api(path, { method: "POST", body, accept: "text/event-stream" });
+    const response = await api(path, { method: "POST", body, accept: "text/event-stream", signal: controller.signal });
     await consumeRun(response, runView());
     setStatus("Ready", "ok");
   } catch (err) {
+    if (controller.signal.aborted || err.code === "cancelled") {
+      setStatus("Stopped", "warn");
+      addMessage("assistant", "Stopped. What had already run stays done.").classList.add("stopped");
+      return;
+    }
     setStatus(err.message, "bad");
     throw err;
   } finally {
-    state.busy = false;
-    $("#send").disabled = false;
+    state.running = null;
+    setBusy(false);
     refreshSide();
   }
 }
 
+async function stopTurn() {
+  const threadId = state.threadId;
+  if (threadId) {
+    try { await api(`/v1/threads/${encodeURIComponent(threadId)}/stop`, { method: "POST" }); } catch (_) { /* shown below */ }
+  }
+  if (state.running) state.running.abort();
+}
+
+function showSendError(message) {
+  const el = $("#send-error");
+  el.textContent = message;
+  el.hidden = !message;
+}
+
+function addRetry() {
+  const text = state.lastText;
+  if (!text) return;
+  const li = document.createElement("li");
+  li.className = "msg assistant";
+  const retry = document.createElement("button");
+  retry.type = "button";
+  retry.className = "small retry";
+  retry.textContent = "Retry";
+  retry.addEventListener("click", () => { li.remove(); send(text); });
+  li.append(retry);
+  $("#messages").append(li);
+}
+
 async function send(text) {
-  addMessage("user", text);
+  showSendError("");
+  state.lastText = text;
+  const sent = addMessage("user", text);
   if (!state.threadId) $("#thread-title").textContent = text.slice(0, 80);
   const body = state.threadId ? { thread_id: state.threadId, message: text } : { message: text };
   try {
     await runTurn("/v1/chat", body);
   } catch (err) {
-    if (err.status === 404) {  // the stored thread is gone or not ours: start afresh
-      selectThread(null, false);
-    }
+    // Nothing was sent: keep the text to send again, and say why.
+    sent.remove();
+    if (!$("#message").value) $("#message").value = text;
+    showSendError(`Not sent: ${err.message}`);
+    if (err.status === 404) selectThread(null, false);  // the stored thread is gone or not ours
+    else addRetry();
   }
 }
 
@@ -351,8 +487,13 @@ function selectThread(threadId, load = true) {
   state.threadId = threadId;
   if (threadId) localStorage.setItem(THREAD_KEY, threadId); else localStorage.removeItem(THREAD_KEY);
   document.querySelectorAll("#thread-list li").forEach((li) => {
-    li.classList.toggle("active", li.dataset.threadId === threadId);
+    const active = li.dataset.threadId === threadId;
+    li.classList.toggle("active", active);
+    const button = li.querySelector("button");
+    if (button) button.setAttribute("aria-current", active ? "true" : "false");
   });
+  $("#rename-thread").hidden = $("#delete-thread").hidden = !threadId;
+  closeDrawers();
   if (load) loadThread();
 }
 
@@ -361,11 +502,20 @@ async function loadThread() {
   $("#timeline").replaceChildren();
   timelineTurn = null;
   $("#thread-title").textContent = "New chat";
+  $("#rename-thread").hidden = $("#delete-thread").hidden = true;
+  $("#composer").hidden = false;
   if (!state.threadId || !state.token) return;
   try {
     const thread = await (await api(`/v1/threads/${encodeURIComponent(state.threadId)}`)).json();
-    $("#thread-title").textContent = thread.messages.length ? thread.messages[0].content.slice(0, 80) : thread.thread_id;
-    for (const m of thread.messages) addMessage(m.role, m.content);
+    $("#thread-title").textContent = thread.title || "Untitled";
+    $("#rename-thread").hidden = $("#delete-thread").hidden = false;
+    $("#composer").hidden = thread.kind !== "chat";  // run and inbox threads are the server's
+    // Messages and decided approvals, in the order they happened.
+    const items = [
+      ...thread.messages.map((m) => ({ at: m.created_at, show: () => addMessage(m.role, m.content, m.created_at) })),
+      ...(thread.approvals || []).map((a) => ({ at: a.decided_at || a.created_at, show: () => addDecided(a) })),
+    ].sort((x, y) => (x.at < y.at ? -1 : x.at > y.at ? 1 : 0));
+    for (const item of items) item.show();
     if (thread.pending_approval) {
       const li = document.createElement("li");
       li.className = "msg assistant";
@@ -377,11 +527,39 @@ async function loadThread() {
   }
 }
 
-async function refreshSide() {
-  if (!state.token) return;
+async function renameThread() {
+  const title = window.prompt("Rename this thread", $("#thread-title").textContent);
+  if (title === null || !state.threadId) return;
   try {
+    const thread = await (await api(`/v1/threads/${encodeURIComponent(state.threadId)}`, {
+      method: "PATCH", body: { title },
+    })).json();
+    $("#thread-title").textContent = thread.title;
+    refreshSide();
+  } catch (err) { setStatus(`Not renamed: ${err.message}`, "bad"); }
+}
+
+async function deleteThread() {
+  if (!state.threadId || !window.confirm("Delete this thread? Anything it waits on is cancelled.")) return;
+  try {
+    await api(`/v1/threads/${encodeURIComponent(state.threadId)}`, { method: "DELETE" });
+    selectThread(null);
+    refreshSide();
+  } catch (err) { setStatus(`Not deleted: ${err.message}`, "bad"); }
+}
+
+function setKind(kind) {
+  state.kind = kind;
+  document.querySelectorAll(".kind").forEach((b) => b.setAttribute("aria-pressed", String(b.dataset.kind === kind)));
+}
+
+async function refreshSide() {
+  if (!state.token) return [];
+  try {
+    const query = new URLSearchParams({ limit: "50", kind: state.kind });
+    if (state.search) query.set("q", state.search);
     const [threads, approvals] = await Promise.all([
-      api("/v1/threads?limit=30&kind=chat").then((r) => r.json()),
+      api(`/v1/threads?${query}`).then((r) => r.json()),
       api("/v1/approvals").then((r) => r.json()),
     ]);
     const list = $("#thread-list");
@@ -390,12 +568,23 @@ async function refreshSide() {
       const li = document.createElement("li");
       li.dataset.threadId = t.thread_id;
       li.className = t.thread_id === state.threadId ? "active" : "";
+      const open = document.createElement("button");  // a button: reachable and usable by keyboard
+      open.type = "button";
+      open.className = "thread";
+      open.setAttribute("aria-current", t.thread_id === state.threadId ? "true" : "false");
       const title = document.createElement("span");
-      title.textContent = t.title || t.thread_id;
+      title.textContent = t.title || (t.kind === "chat" ? "Untitled" : t.thread_id);
       const status = document.createElement("small");
-      status.textContent = t.status.replace("_", " ");
-      li.append(title, status);
-      li.addEventListener("click", () => selectThread(t.thread_id));
+      status.textContent = `${t.status.replace("_", " ")} · ${when(t.updated_at)}`;
+      open.append(title, status);
+      open.addEventListener("click", () => selectThread(t.thread_id));
+      li.append(open);
+      list.append(li);
+    }
+    if (!threads.threads.length) {
+      const li = document.createElement("li");
+      li.className = "empty";
+      li.textContent = state.search ? "No thread matches." : "No threads yet.";
       list.append(li);
     }
     const side = $("#approvals");
@@ -406,8 +595,14 @@ async function refreshSide() {
       preview.textContent = a.preview;
       const open = document.createElement("button");
       open.type = "button";
+      open.className = "small";
       open.textContent = "Open";
-      open.addEventListener("click", () => selectThread(a.thread_id));
+      open.setAttribute("aria-label", `Open: ${a.preview}`);
+      open.addEventListener("click", () => {
+        setKind(a.thread_id.startsWith("bg:") ? "run" : "chat");
+        selectThread(a.thread_id);
+        refreshSide();
+      });
       li.append(preview, open);
       side.append(li);
     }
@@ -417,7 +612,23 @@ async function refreshSide() {
       li.textContent = "None";
       side.append(li);
     }
-  } catch (_) { /* the status line already says why */ }
+    return threads.threads;
+  } catch (_) { return []; /* the status line already says why */ }
+}
+
+// ---- drawers (phone width) --------------------------------------------------------------------
+
+function closeDrawers() {
+  for (const id of ["threads", "side"]) $(`#${id}`).classList.remove("open");
+  for (const id of ["open-threads", "open-side"]) $(`#${id}`).setAttribute("aria-expanded", "false");
+}
+
+function toggleDrawer(id, button) {
+  const open = !$(`#${id}`).classList.contains("open");
+  closeDrawers();
+  $(`#${id}`).classList.toggle("open", open);
+  button.setAttribute("aria-expanded", String(open));
+  if (open) ($(`#${id} button, #${id} input`) || button).focus();
 }
 
 // ---- start-up -----------------------------------------------------------------------------
@@ -442,13 +653,30 @@ function init() {
     loadThread();
     refreshSide();
   });
-  $("#new-thread").addEventListener("click", () => selectThread(null));
+  $("#new-thread").addEventListener("click", () => { setKind("chat"); selectThread(null); refreshSide(); });
   $("#composer").addEventListener("submit", (e) => {
     e.preventDefault();
     const text = $("#message").value.trim();
     if (!text || state.busy) return;
     $("#message").value = "";
     send(text);
+  });
+  $("#stop").addEventListener("click", stopTurn);
+  $("#rename-thread").addEventListener("click", renameThread);
+  $("#delete-thread").addEventListener("click", deleteThread);
+  let searching = null;
+  $("#thread-search").addEventListener("input", (e) => {
+    clearTimeout(searching);
+    searching = setTimeout(() => { state.search = e.target.value.trim(); refreshSide(); }, 200);
+  });
+  document.querySelectorAll(".kind").forEach((b) => b.addEventListener("click", () => { setKind(b.dataset.kind); refreshSide(); }));
+  $("#open-threads").addEventListener("click", (e) => toggleDrawer("threads", e.currentTarget));
+  $("#open-side").addEventListener("click", (e) => toggleDrawer("side", e.currentTarget));
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape") {
+      if (state.busy && document.activeElement === $("#message")) stopTurn();
+      closeDrawers();
+    }
   });
   $("#message").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey) {
