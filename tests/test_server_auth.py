@@ -26,6 +26,7 @@ _PROTECTED = [op for op in _OPERATIONS if op not in _PUBLIC]
 _BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/chat"): {"message": "what's on my calendar today?"},
     ("POST", "/v1/approvals/{approval_id}/decision"): {"type": "approve"},
+    ("PATCH", "/v1/threads/{thread_id}"): {"title": "mine now"},
 }
 _UNKNOWN_THREAD = "00000000-0000-4000-8000-000000000000"
 _UNKNOWN_APPROVAL = "apv_00000000000000000000000000000000"
@@ -164,12 +165,15 @@ async def intruder(api: Api, db: Database) -> Api:
 
 
 def test_the_tenancy_tests_cover_every_thread_or_approval_scoped_route() -> None:
-    assert _SCOPED == [
+    assert sorted(_SCOPED) == sorted([
         ("GET", "/v1/threads/{thread_id}"),
+        ("PATCH", "/v1/threads/{thread_id}"),
+        ("DELETE", "/v1/threads/{thread_id}"),
+        ("POST", "/v1/threads/{thread_id}/stop"),
         ("GET", "/v1/threads/{thread_id}/events"),
         ("POST", "/v1/approvals/{approval_id}/decision"),
         ("POST", "/v1/chat"),
-    ]
+    ])
 
 
 def _request(operation: tuple[str, str], thread_id: str, approval_id: str) -> tuple[str, str, dict[str, Any] | None]:

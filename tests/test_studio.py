@@ -34,6 +34,7 @@ from graph.state import Context
 from policies.errors import ApprovalInvalid
 from graph.turn import build_graph
 from tests.harness import Turns
+from tests.readme_blocks import blocks_run_by
 from tools.demo import seed_demo
 
 _ROOT = Path(__file__).resolve().parent.parent
@@ -385,3 +386,28 @@ async def test_update_state_through_langgraph_dev_runs_nothing_and_is_audited(
             "SELECT reason FROM audit_log WHERE owner_id = %s AND stage = 'execute' AND decision = 'refuse'",
             (demo_owner,))
         assert await cur.fetchall() == [{"reason": "unsealed_plan"}]
+
+
+async def test_the_readme_snippet_opens_an_http_thread_with_its_pending_approval_in_studio(
+    studio_url: str, settings: Settings, db: Database, demo_owner: str, tmp_path: Path
+) -> None:
+    """The README's snippet as printed (only its URL is the test server's); without ``graph_id`` it shows nothing."""
+    ctx = Context(owner_id=demo_owner, timezone="UTC", channel="chat")
+    tid, bare = str(uuid.uuid4()), str(uuid.uuid4())
+    async with open_app(settings) as app:
+        for thread in (tid, bare):
+            turns = Turns(app.runner)
+            await turns.send(ctx, thread, "what's on my calendar today?")
+            assert (await turns.send(ctx, thread, "cancel the 2nd one")).approval is not None
+    [code] = blocks_run_by("tests/test_studio.py")
+    script = tmp_path / "open_thread.py"
+    script.write_text(code.replace("http://127.0.0.1:2024", studio_url))
+    python = str(_ROOT / ".venv" / "bin" / "python")
+    shown = subprocess.run([python, str(script), tid], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert shown.stdout.startswith("calendar__cancel_event - Cancel “Lunch with Sam”"), shown.stdout
+
+    script.write_text(code.replace("http://127.0.0.1:2024", studio_url).replace(', graph_id="tollgate"', ""))
+    empty = subprocess.run([python, str(script), bare], capture_output=True, text=True, timeout=120)
+    assert empty.returncode == 0, empty.stderr[-3000:]
+    assert empty.stdout == ""  # the README's old snippet: Studio showed the thread empty

@@ -90,8 +90,10 @@ async def rename_thread(
 async def delete_thread(thread_id: Annotated[str, Path(pattern=THREAD_ID_PATTERN)], principal: PrincipalDep) -> Response:
     """Hide the thread from the caller's lists and reads, and supersede what it waits on (nothing of it
     can run any more). Soft: its audit trail stays."""
+    db = principal.app.services.db
+    await store.require_thread(db, principal.owner_id, thread_id)  # before anything: another owner's stops nothing
     principal.hub.stop(thread_id)
-    await store.delete_thread(principal.app.services.db, principal.owner_id, thread_id)
+    await store.delete_thread(db, principal.owner_id, thread_id)
     principal.hub.owned.forget(principal.owner_id, thread_id)
     return Response(status_code=204)
 
