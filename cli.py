@@ -25,6 +25,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import graph._env  # noqa: F401  - strict msgpack and no telemetry before langgraph loads
@@ -511,7 +512,7 @@ database = typer.Typer(help="The embedded PostgreSQL under TOLLGATE_DATA_DIR (wh
 cli.add_typer(database, name="db")
 
 
-def _embedded_dir() -> Any:
+def _embedded_dir() -> Path:
     settings = _settings()
     if settings.database_url:
         raise _fail("DATABASE_URL is set: Tollgate uses that server, not the embedded one; manage it with its own tools")
@@ -525,7 +526,7 @@ def db_status() -> None:
 
     state = status(_embedded_dir())
     _out.print(f"data:    {state.pgdata}" + ("" if state.initialized else " (not created yet: the first start creates it)"))
-    _out.print(f"size:    {state.size_bytes / 1e6:.1f} MB")
+    _out.print(f"size:    {state.size_bytes() / 1e6:.1f} MB")
     if state.running:
         _out.print(f"running: yes (pid {state.pid}, socket {state.socket_dir}, port {state.port})")
         _out.print(f"url:     {state.url}", soft_wrap=True)
@@ -564,12 +565,11 @@ credentials = typer.Typer(help="Owners' secrets for tools (API tokens, passwords
 cli.add_typer(credentials, name="credentials")
 
 
-async def _credential_store(settings: Settings, use: Callable[[Any], Awaitable[None]]) -> None:
+async def _credential_store(settings: Settings, use: Callable[[Any], Awaitable[_T]]) -> _T:
     from graph.credentials import CredentialStore, credentials_cipher
-    from graph.db import open_database
 
-    async with open_database(settings) as db:
-        await use(CredentialStore(db.pool, credentials_cipher(settings, settings.approval_key())))
+    cipher = credentials_cipher(settings, settings.approval_key())
+    return await _with_db(settings, lambda db: use(CredentialStore(db.pool, cipher)))
 
 
 @credentials.command("set")
@@ -593,12 +593,7 @@ def credentials_set(
 @credentials.command("list")
 def credentials_list(owner: Annotated[str, typer.Option(help="The owner.")]) -> None:
     """The names of the owner's stored secrets (never their values)."""
-    found: list[tuple[str, str]] = []
-
-    async def names(store: Any) -> None:
-        found.extend(await store.names(owner))
-
-    _run(_credential_store(_settings(), names))
+    found: list[tuple[str, str]] = _run(_credential_store(_settings(), lambda store: store.names(owner)))
     for tool, name in found:
         _out.print(f"{tool}/{name}")
 
@@ -610,13 +605,8 @@ def credentials_delete(
     tool: Annotated[str, typer.Option(help="The tool it belongs to.")],
 ) -> None:
     """Forget a secret."""
-    gone: list[bool] = []
-
-    async def delete(store: Any) -> None:
-        gone.append(await store.delete(owner, tool, name))
-
-    _run(_credential_store(_settings(), delete))
-    _out.print(f"deleted {tool}/{name}" if gone[0] else f"{owner} has no {tool}/{name}")
+    gone: bool = _run(_credential_store(_settings(), lambda store: store.delete(owner, tool, name)))
+    _out.print(f"deleted {tool}/{name}" if gone else f"{owner} has no {tool}/{name}")
 
 
 @cli.command()

@@ -21,10 +21,8 @@ from policies.approval_rules import RulesError
 __all__ = ["ConfigError", "explain"]
 
 _FIELD = re.compile(r'field "(?P<field>\w+)"')
-_JSON_HINTS = {
-    "picker_providers": 'a JSON list such as [{"name": "local", "base_url": "http://localhost:8000/v1", "model": "m"}]',
-    "naturalizer_providers": 'a JSON list such as [{"name": "local", "base_url": "http://localhost:8000/v1", "model": "m"}]',
-}
+_PROVIDERS_HINT = 'a JSON list such as [{"name": "local", "base_url": "http://localhost:8000/v1", "model": "m"}]'
+_JSON_HINTS = {"picker_providers": _PROVIDERS_HINT, "naturalizer_providers": _PROVIDERS_HINT}
 
 
 class ConfigError(Exception):

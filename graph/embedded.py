@@ -39,8 +39,10 @@ class EmbeddedStatus:
     """Where its Unix socket is, while it runs."""
     port: int | None
     """Its port number (the socket's name), while it runs."""
-    size_bytes: int
-    """Bytes on disk under ``pgdata``."""
+
+    def size_bytes(self) -> int:
+        """Bytes on disk under ``pgdata`` (a walk of the directory: only ``db status`` asks)."""
+        return sum(f.stat().st_size for f in self.pgdata.rglob("*") if f.is_file()) if self.pgdata.exists() else 0
 
     @property
     def running(self) -> bool:
@@ -68,7 +70,6 @@ def _alive(pid: int) -> bool:
 def status(data_dir: Path) -> EmbeddedStatus:
     """The embedded server's state under ``data_dir`` (never starts it)."""
     pgdata = data_dir.resolve() / "pg"
-    size = sum(f.stat().st_size for f in pgdata.rglob("*") if f.is_file()) if pgdata.exists() else 0
     lines: list[str] = []
     try:
         lines = (pgdata / "postmaster.pid").read_text().splitlines()
@@ -76,10 +77,10 @@ def status(data_dir: Path) -> EmbeddedStatus:
         pass
     pid = int(lines[_PID]) if lines and lines[_PID].strip().isdigit() else None
     if pid is None or not _alive(pid):
-        return EmbeddedStatus(pgdata, (pgdata / "PG_VERSION").exists(), None, None, None, size)
+        return EmbeddedStatus(pgdata, (pgdata / "PG_VERSION").exists(), None, None, None)
     socket_dir = Path(lines[_SOCKET_DIR]) if len(lines) > _SOCKET_DIR and lines[_SOCKET_DIR] else None
     port = int(lines[_PORT]) if len(lines) > _PORT and lines[_PORT].strip().isdigit() else None
-    return EmbeddedStatus(pgdata, True, pid, socket_dir, port, size)
+    return EmbeddedStatus(pgdata, True, pid, socket_dir, port)
 
 
 def stop(data_dir: Path, *, timeout: float = 30.0) -> bool:

@@ -8,7 +8,7 @@ transcript), the user's own words, and the outbound values already sent this tur
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from langchain_core.messages import HumanMessage
@@ -16,6 +16,7 @@ from langchain_core.messages import HumanMessage
 from graph.services import Services
 from graph.state import Plan, TurnState
 from nodes.window import window_rows
+from policies.dlp import strings_in
 from policies.flow import Carried, Shown, carried, origin_of, shown_from
 
 __all__ = ["carried_by", "conversation_warning", "describe", "flow_warning", "is_outbound", "outbound_values", "provenance",
@@ -30,20 +31,9 @@ def is_outbound(svc: Services, plan: Plan) -> bool:
     return spec is not None and not spec.writes and (spec.remote or tool is None or not tool.database)
 
 
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
-
-
 def outbound_values(plan: Plan) -> list[str]:
     """The strings an outbound call sends."""
-    return list(_strings(plan["args"]))
+    return list(strings_in(plan["args"]))
 
 
 async def shown_to_model(svc: Services, state: TurnState, thread_id: str) -> Shown:
@@ -54,7 +44,7 @@ async def shown_to_model(svc: Services, state: TurnState, thread_id: str) -> Sho
         result = call.get("result")
         if result is not None:
             source = describe(f"{call['tool']}.{call['action']}", result.get("item"))
-            results += [(source, text) for text in _strings(result)]
+            results += [(source, text) for text in strings_in(result)]
             if _others(svc, call["tool"], call["action"], result.get("item")):
                 third.add(source)
     human = next((m for m in reversed(state.get("messages") or []) if isinstance(m, HumanMessage)), None)
@@ -70,7 +60,7 @@ async def shown_to_model(svc: Services, state: TurnState, thread_id: str) -> Sho
             if isinstance(item, dict):
                 name = str(item.get("call", "an earlier call"))
                 source = describe(name, item.get("item"))
-                results += [(source, text) for text in _strings(item)]
+                results += [(source, text) for text in strings_in(item)]
                 tool, _, action = name.partition(".")
                 if _others(svc, tool, action, item.get("item")):
                     third.add(source)

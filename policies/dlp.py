@@ -29,6 +29,8 @@ from policies._dlp_patterns import RULES, PatternRule, compile_rule
 
 __all__ = [
     "BUILTIN_DETECTORS",
+    "string_fields",
+    "strings_in",
     "DEFAULT_DLP",
     "DetectorMatch",
     "Detector",
@@ -305,15 +307,21 @@ class _Scan:
                 break
 
 
-def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
+def string_fields(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """Every string inside a JSON-like ``value`` with its path (``to[0]``, ``share.note``), in order."""
     if isinstance(value, str):
         yield path, value
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            yield from _strings(item, f"{path}.{key}" if path else str(key))
+            yield from string_fields(item, f"{path}.{key}" if path else str(key))
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            yield from _strings(item, f"{path}[{index}]")
+            yield from string_fields(item, f"{path}[{index}]")
+
+
+def strings_in(value: Any) -> list[str]:
+    """Every string inside a JSON-like ``value``, in order."""
+    return [text for _, text in string_fields(value)]
 
 
 JOINED: Final = "(joined)"
@@ -324,7 +332,7 @@ def scan_values(values: Any, policy: DlpPolicy = DEFAULT_DLP) -> DlpReport:
     """Scan every string inside ``values`` (a JSON-like value), and each neighbouring pair joined;
     fail closed on size or error."""
     try:
-        strings = list(_strings(values, ""))
+        strings = list(string_fields(values))
         if sum(len(s) for _, s in strings) > policy.max_chars:
             return DlpReport(failure="oversize")
         scan = _Scan(policy)

@@ -120,7 +120,7 @@ async def ctx(owner: str, db: Database) -> Context:
     return Context(owner_id=owner, timezone="Europe/Paris", channel="chat")
 
 
-from tests.server_harness import api, live_server  # noqa: E402, F401  - HTTP fixtures (uvicorn on loopback)
+from tests.server_harness import api, demo_token, live_server  # noqa: E402, F401  - HTTP fixtures (uvicorn on loopback)
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,7 @@ from tests.harness import Clock
 from tools.demo import seed_demo
 from web.auth import issue_token
 
-__all__ = ["Api", "LiveServer", "Streamed", "api", "live_server", "serve"]
+__all__ = ["Api", "LiveServer", "Streamed", "api", "demo_token", "live_server", "serve"]
 
 _TERMINAL = frozenset({"message_complete", "approval_required"})
 
@@ -176,6 +176,17 @@ def live_server(settings: Settings) -> Iterator[LiveServer]:
     roomy = settings.model_copy(update={"rate_limit_burst": 100_000, "rate_limit_per_minute": 1_000_000})
     with serve(roomy, clock=Clock(NOW)) as server:
         yield server
+
+
+@pytest.fixture
+async def demo_token(db: Database, owner: str) -> str:
+    """A bearer token for a fresh owner with the demo data (Europe/Paris, around the fixed clock),
+    for tests that start a server of their own (with a scripted model)."""
+    from tests.conftest import NOW
+
+    async with db.pool.connection() as conn, conn.transaction():
+        await seed_demo(conn, owner, NOW, "Europe/Paris")
+    return await issue_token(db, owner, label="test")
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ import re
 import secrets
 import select
 import signal
-import socket
 import subprocess
 import sys
 import termios
@@ -31,6 +30,7 @@ from graph._env import child_environment
 from graph.background.queue import ensure_queue_schema
 from graph.db import Database
 from graph.settings import Settings
+from tests.children import free_port
 
 _TOLLGATE = str(Path(sys.executable).with_name("tollgate"))
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[=>]|\r")
@@ -210,13 +210,6 @@ def test_a_bad_configuration_exits_2_and_never_echoes_the_secret(settings: Setti
     assert leaked not in done.stdout + done.stderr
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 async def _worker_ids(db: Database) -> set[int]:
     async with db.pool.connection() as conn:
         cur = await conn.execute("SELECT id FROM procrastinate_workers")
@@ -236,7 +229,7 @@ async def test_serve_demo_prints_the_url_and_a_working_token_and_runs_one_worker
 ) -> None:
     await ensure_queue_schema(db)
     before = await _worker_ids(db)
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "serve.log"
     with log.open("w") as out:
         proc = subprocess.Popen([_TOLLGATE, "serve", "--demo", "--port", str(port)], env=_env(settings),

@@ -33,7 +33,7 @@ from graph.state import Context
 from graph.turn import build_graph
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns
-from tests.test_cli import _free_port
+from tests.children import free_port
 from tools.builtin import builtin_tools
 from tools.mcp_tools import McpPolicyError, open_mcp_tools, schema_hash
 from tools.registry import Registry
@@ -94,7 +94,7 @@ def _stdio_policy(tmp_path: Path, tools: str) -> Path:
 @contextmanager
 def _http_server(counter: Path) -> Iterator[str]:
     """The test MCP server serving streamable HTTP on a free loopback port; its URL."""
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "tests.mcp_server", "http", str(port)], cwd=_ROOT,
                             env={"NOTES_COUNT_FILE": str(counter), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(_ROOT)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

@@ -17,7 +17,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import psycopg
 import pytest
 
@@ -25,6 +24,7 @@ from graph._env import child_environment
 from graph.db import Database
 from graph.embedded import status, stop
 from graph.settings import Settings
+from tests.children import free_port, wait_answering
 from web.auth import owner_of_token
 
 _TOLLGATE = str(Path(sys.executable).with_name("tollgate"))
@@ -45,13 +45,6 @@ def _tollgate(*argv: str, env: dict[str, str], cwd: Path, timeout: float = 120) 
     return subprocess.run([_TOLLGATE, *argv], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Iterator[Path]:
     """A data directory of the test's own; its embedded server is stopped afterwards, whatever happened."""
@@ -67,18 +60,8 @@ def _serve(env: dict[str, str], cwd: Path, port: int) -> subprocess.Popen[str]:
     with (cwd / "serve.log").open("w") as log:
         proc = subprocess.Popen([_TOLLGATE, "serve", "--no-worker", "--port", str(port)], env=env, cwd=cwd,
                                 stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"serve exited with {proc.returncode}: {(cwd / 'serve.log').read_text()[-3000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    pytest.fail("serve never answered /healthz")
+    wait_answering(f"http://127.0.0.1:{port}/healthz", proc, cwd / "serve.log", what="tollgate serve")
+    return proc
 
 
 # --- tokens -----------------------------------------------------------------------------------
@@ -165,14 +148,14 @@ def test_a_configuration_error_is_one_sentence_naming_the_variable(
     settings: Settings, tmp_path: Path, variables: dict[str, str], expected: str
 ) -> None:
     env = _env(settings) | variables
-    done = _tollgate("serve", "--port", str(_free_port()), env=env, cwd=tmp_path)
+    done = _tollgate("serve", "--port", str(free_port()), env=env, cwd=tmp_path)
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if line.strip() and "embedded PostgreSQL stopped" not in line]
     assert len(lines) == 1, done.stderr
     assert expected in lines[0]
     assert "Traceback" not in done.stdout + done.stderr
 
-    debug = _tollgate("--debug", "serve", "--port", str(_free_port()), env=env, cwd=tmp_path)
+    debug = _tollgate("--debug", "serve", "--port", str(free_port()), env=env, cwd=tmp_path)
     assert debug.returncode != 0
     assert "Traceback" in debug.stderr or "Error" in debug.stderr
 
@@ -206,7 +189,7 @@ def test_an_unreachable_database_fails_within_seconds_naming_host_and_port(setti
     port = server.getsockname()[1]
     try:
         started = time.monotonic()
-        failed = _tollgate("serve", "--port", str(_free_port()), cwd=tmp_path,
+        failed = _tollgate("serve", "--port", str(free_port()), cwd=tmp_path,
                            env=_env(settings) | {"DATABASE_URL": f"postgresql://tollgate:pw@127.0.0.1:{port}/tollgate"})
         waited = time.monotonic() - started
     finally:
@@ -217,7 +200,7 @@ def test_an_unreachable_database_fails_within_seconds_naming_host_and_port(setti
     assert "pw" not in failed.stderr.replace("PostgreSQL", "")
     assert waited < 20, f"took {waited:.1f} s"  # the pool used to wait 30 s, then print a traceback
 
-    refused = _tollgate("migrate", cwd=tmp_path, env=_env(settings) | {"DATABASE_URL": f"postgresql://u@127.0.0.1:{_free_port()}/x"})
+    refused = _tollgate("migrate", cwd=tmp_path, env=_env(settings) | {"DATABASE_URL": f"postgresql://u@127.0.0.1:{free_port()}/x"})
     assert refused.returncode == 2
     assert "Connection refused" in refused.stderr
     assert "Traceback" not in refused.stderr
@@ -233,7 +216,7 @@ def test_db_status_stop_and_reset(settings: Settings, data_dir: Path, tmp_path: 
     assert "not created yet" in fresh.stdout
     assert "running: no" in fresh.stdout
 
-    port = _free_port()
+    port = free_port()
     server = _serve(env, tmp_path, port)
     try:
         running = _tollgate("db", "status", env=env, cwd=tmp_path)
@@ -270,7 +253,7 @@ def _leave_a_stale_holder(data_dir: Path) -> None:
 
 def test_ctrl_c_on_serve_stops_the_embedded_database(settings: Settings, data_dir: Path, tmp_path: Path) -> None:
     _leave_a_stale_holder(data_dir)
-    port = _free_port()
+    port = free_port()
     server = _serve(_embedded_env(settings, data_dir), tmp_path, port)
     os.killpg(server.pid, signal.SIGINT)
     server.wait(timeout=60)
@@ -292,7 +275,7 @@ def test_ctrl_c_on_serve_leaves_the_database_to_a_process_still_using_it(
     try:
         assert other.stdout is not None and other.stdin is not None
         assert other.stdout.readline().strip() == "ready"
-        server = _serve(_embedded_env(settings, data_dir), tmp_path, _free_port())
+        server = _serve(_embedded_env(settings, data_dir), tmp_path, free_port())
         os.killpg(server.pid, signal.SIGINT)
         server.wait(timeout=60)
         assert status(data_dir).running

@@ -25,8 +25,8 @@ from graph._env import child_environment, stop_group
 from graph.db import Database
 from graph.settings import Settings
 from tests.openai_stub import StubServer, text, tool_call
-from tests.test_cli import _TOLLGATE, _free_port, _Terminal, _wait_for
-from tests.test_studio import _wait_ready
+from tests.children import free_port, wait_answering
+from tests.test_cli import _TOLLGATE, _Terminal, _wait_for
 from web.auth import issue_token
 
 _ROOT = Path(__file__).resolve().parent.parent
@@ -69,7 +69,7 @@ async def test_serve_and_worker_serve_the_plugin_with_approval_and_a_background_
     settings: Settings, db: Database, owner: str, stub: StubServer, tmp_path: Path
 ) -> None:
     env = _env(settings, stub)
-    port = _free_port()
+    port = free_port()
     server = _start([_TOLLGATE, "serve", "--no-worker", "--port", str(port)], env, tmp_path / "serve.log", tmp_path)
     worker = _start([_TOLLGATE, "worker", "--name", "plugin-" + uuid.uuid4().hex[:6]], env, tmp_path / "worker.log", tmp_path)
     url = f"http://127.0.0.1:{port}"
@@ -148,13 +148,13 @@ async def test_langgraph_dev_serves_the_plugin_through_the_sdk(
     if not _LANGGRAPH.exists() and os.environ.get("CI") != "true":
         pytest.skip("run `make setup-studio`")
     stub.push(tool_call("bookmarks__list", {}), text("No bookmarks yet."))
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "langgraph-dev.log"
     proc = _start([str(_LANGGRAPH), "dev", "--config", str(_ROOT / "langgraph.json"), "--host", "127.0.0.1",
                    "--port", str(port), "--no-browser", "--no-reload"], _env(settings, stub), log, tmp_path)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(url, proc, log)
+        wait_answering(f"{url}/ok", proc, log, what="langgraph dev")
         client = get_client(url=url)
         try:
             thread = await client.threads.create()

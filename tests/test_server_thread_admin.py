@@ -11,7 +11,6 @@ from graph.settings import Settings
 from tests.fakes import ScriptedModel, say
 from tests.harness import Clock
 from tests.server_harness import Api, serve
-from tools.demo import seed_demo
 from web.auth import issue_token
 
 
@@ -77,16 +76,11 @@ async def test_decided_approvals_stay_in_the_thread_with_the_decision_and_when(a
     assert "Lunch with Sam" in decided["preview"]
 
 
-async def test_stop_cancels_a_running_turn_and_the_thread_stays_usable(
-    settings: Settings, db: Database, owner: str
-) -> None:
+async def test_stop_cancels_a_running_turn_and_the_thread_stays_usable(settings: Settings, demo_token: str) -> None:
     from tests.conftest import NOW
 
     model = ScriptedModel(steps=[say("Hello."), say("never said"), say("Back again.")])
-    async with db.pool.connection() as conn, conn.transaction():
-        await seed_demo(conn, owner, NOW, "UTC")
-    token = await issue_token(db, owner, label="test")
-    auth = {"Authorization": f"Bearer {token}"}
+    auth = {"Authorization": f"Bearer {demo_token}"}
     roomy = settings.model_copy(update={"rate_limit_burst": 1000})
     with serve(roomy, picker_model=model, clock=Clock(NOW)) as server:
         async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:

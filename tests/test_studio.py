@@ -9,15 +9,12 @@ our own checkpointer: Studio and Tollgate's runner share threads.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
@@ -33,6 +30,7 @@ from graph.settings import Settings
 from graph.state import Context
 from policies.errors import ApprovalInvalid
 from graph.turn import build_graph
+from tests.children import free_port, wait_answering
 from tests.harness import Turns
 from tests.readme_blocks import blocks_run_by
 from tools.demo import seed_demo
@@ -42,27 +40,6 @@ _LANGGRAPH = _ROOT / ".venv-studio" / "bin" / "langgraph"
 def _env(settings: Settings) -> dict[str, str]:
     """The process environment: the session database, no model endpoint, nothing phoning home."""
     return child_environment(settings)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"langgraph dev exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
-        try:
-            if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.25)
-    pytest.fail(f"langgraph dev did not answer on {url}:\n{log.read_text()[-4000:]}")
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +52,7 @@ def studio_url(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> 
         pytest.skip(message)
     workdir = tmp_path_factory.mktemp("studio")  # langgraph dev keeps its own run metadata in ./.langgraph_api
     log = workdir / "langgraph-dev.log"
-    port = _free_port()
+    port = free_port()
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [str(_LANGGRAPH), "dev", "--config", str(_ROOT / "langgraph.json"), "--host", "127.0.0.1",
@@ -85,7 +62,7 @@ def studio_url(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> 
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(url, proc, log)
+        wait_answering(f"{url}/ok", proc, log, what="langgraph dev")
         yield url
     finally:
         stop_group(proc)

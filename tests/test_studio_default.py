@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 import pytest
 from langgraph_sdk import get_client
@@ -23,7 +21,8 @@ from psycopg.rows import dict_row
 from graph._env import stop_group
 from graph.embedded import status, stop
 from graph.services import utc_now
-from tests.test_studio import _LANGGRAPH, _ROOT, _free_port
+from tests.children import free_port, wait_answering
+from tests.test_studio import _LANGGRAPH, _ROOT
 from tools.demo import seed_demo
 
 _OFF = ("TOLLGATE_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_")
@@ -40,22 +39,13 @@ def default_studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[s
     data_dir, log = work / "var", work / "make-studio.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(_OFF) and k not in ("DATABASE_URL", "MAKEFLAGS")}
     env["TOLLGATE_DATA_DIR"] = str(data_dir)
-    port = _free_port()
+    port = free_port()
     with log.open("wb") as out:
         proc = subprocess.Popen(["make", "-s", "-C", str(_ROOT), "studio", f"PORT={port}"], env=env, stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"make studio did not start ({proc.returncode}):\n{log.read_text()[-4000:]}")
-            try:
-                if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.25)
+        wait_answering(f"{url}/ok", proc, log, what="make studio", timeout=180)
         yield url, data_dir, log
     finally:
         stop_group(proc)

@@ -21,7 +21,6 @@ from graph.settings import Settings
 from tests.fakes import ScriptedModel, call, calls, say
 from tests.harness import Clock
 from tests.server_harness import Api, LiveServer, serve
-from tools.demo import seed_demo
 from web.auth import issue_token
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -122,14 +121,12 @@ def _is_error(message: ConsoleMessage) -> bool:
 
 
 async def test_a_request_of_two_actions_is_decided_per_action_then_sent_once(
-    settings: Settings, db: Database, owner: str, chromium: Path, tmp_path: Path
+    settings: Settings, db: Database, owner: str, demo_token: str, chromium: Path, tmp_path: Path
 ) -> None:
     """A model answer with two writes: two chips, a decision on each, one resume with both."""
     from tests.conftest import NOW
 
-    async with db.pool.connection() as conn, conn.transaction():
-        await seed_demo(conn, owner, NOW, "Europe/Paris")
-    token = await issue_token(db, owner, label="test")
+    token = demo_token
     model = ScriptedModel(steps=[
         call("calendar__list", {"range": "today"}), say(""),
         calls(("calendar__cancel_event", {"event_id": "#2"}),
@@ -213,13 +210,11 @@ class _Lines(logging.Handler):
 
 
 async def test_the_approval_card_says_where_each_value_came_from(
-    settings: Settings, db: Database, owner: str, chromium: Path, tmp_path: Path
+    settings: Settings, db: Database, owner: str, demo_token: str, chromium: Path, tmp_path: Path
 ) -> None:
     from tests.conftest import NOW
 
-    async with db.pool.connection() as conn, conn.transaction():
-        await seed_demo(conn, owner, NOW, "Europe/Paris")
-    token = await issue_token(db, owner, label="test")
+    token = demo_token
     model = ScriptedModel(steps=[
         call("mail__list", {"from_contains": "billing"}), call("mail__read", {"message_id": "#1"}),
         call("mail__send", {"to": ["billing@example.net"], "subject": "Invoice", "body": "please resend it"}),

@@ -14,14 +14,11 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Page, async_playwright, expect
 
-from graph.db import Database
 from graph.settings import Settings
 from tests.fakes import ScriptedModel, say
 from tests.harness import Clock
 from tests.server_harness import Api, LiveServer, serve
 from tests.test_web_browser import _ARGS, _ARTIFACTS, _WAIT_MS, _send, chromium  # noqa: F401 - fixture
-from tools.demo import seed_demo
-from web.auth import issue_token
 
 _AXE = Path(__file__).resolve().parent / "assets" / "axe.min.js"
 _SIZES = {"phone": {"width": 390, "height": 844}, "desktop": {"width": 1280, "height": 800}}
@@ -161,13 +158,11 @@ async def test_rename_search_and_delete_from_the_page(
 
 
 async def test_replies_are_markdown_with_nothing_that_runs(
-    settings: Settings, db: Database, owner: str, chromium: Path, tmp_path: Path
+    settings: Settings, demo_token: str, chromium: Path, tmp_path: Path
 ) -> None:
     from tests.conftest import NOW
 
-    async with db.pool.connection() as conn, conn.transaction():
-        await seed_demo(conn, owner, NOW, "UTC")
-    token = await issue_token(db, owner, label="test")
+    token = demo_token
     hostile = ("**Done.** See [the page](javascript:alert(1)) <img src=x onerror=\"window.pwned=1\">"
                "<script>window.pwned=2</script>\n\n- one\n- two")
     model = ScriptedModel(steps=[say(hostile)])

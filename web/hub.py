@@ -93,8 +93,7 @@ class TurnHub:
     def __init__(self, db: Database, *, idle_seconds: float) -> None:
         self.db = db
         self.idle_seconds = idle_seconds
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._runs: dict[asyncio.Task[None], LiveRun] = {}
+        self._runs: dict[asyncio.Task[None], LiveRun] = {}  # the live tasks (kept referenced) and their runs
         self._live: Counter[str] = Counter()
         self._signals: dict[str, asyncio.Event] = {}
         self.owned = store.OwnedThreads()
@@ -110,9 +109,8 @@ class TurnHub:
         run = LiveRun(thread_id=thread_id, first=loop.create_future())
         run.first.add_done_callback(_retrieve)
         task = asyncio.create_task(self._drive(run, owner_id, events), name=f"turn:{thread_id}")
-        self._tasks.add(task)
         self._runs[task] = run
-        task.add_done_callback(self._forget)
+        task.add_done_callback(self._runs.pop)
         # A client that disconnects while waiting for the thread does not cancel its turn.
         first = await asyncio.shield(run.first)
         return run, first
@@ -175,10 +173,6 @@ class TurnHub:
         if not run.first.done():
             run.first.set_result(events[0])
         self._notify(run.thread_id)
-
-    def _forget(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        self._runs.pop(task, None)
 
     def stop(self, thread_id: str) -> bool:
         """Stop the runs of ``thread_id`` in this process (its owner pressed stop); ``True`` if one was running.
@@ -271,9 +265,9 @@ class TurnHub:
 
     async def close(self) -> None:
         """Let live runs finish for a short grace period, then cancel them."""
-        if not self._tasks:
+        if not self._runs:
             return
-        _, pending = await asyncio.wait(set(self._tasks), timeout=_SHUTDOWN_GRACE_SECONDS)
+        _, pending = await asyncio.wait(set(self._runs), timeout=_SHUTDOWN_GRACE_SECONDS)
         for task in pending:
             task.cancel()
         if pending:

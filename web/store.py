@@ -20,6 +20,7 @@ from graph.db import Database
 from graph.events import TurnEvent
 from graph.threads import ThreadKind, thread_kind
 from policies.errors import NotFound
+from tools._render import escape_like
 from web.schemas import DecidedApprovalOut, MessageOut, ThreadStatus, ThreadSummary
 
 __all__ = [
@@ -128,7 +129,7 @@ async def require_thread(db: Database, owner_id: str, thread_id: str) -> ThreadR
                      title=row["title"])
 
 
-async def rename_thread(db: Database, owner_id: str, thread_id: str, title: str) -> ThreadRow:
+async def rename_thread(db: Database, owner_id: str, thread_id: str, title: str) -> None:
     """Give the caller's thread a title (empty: back to its first message); :class:`NotFound` if not theirs."""
     async with db.pool.connection() as conn:
         cur = await conn.execute(
@@ -140,7 +141,6 @@ async def rename_thread(db: Database, owner_id: str, thread_id: str, title: str)
         )
         if await cur.fetchone() is None:
             raise NotFound("thread", thread_id)
-    return await require_thread(db, owner_id, thread_id)
 
 
 async def delete_thread(db: Database, owner_id: str, thread_id: str) -> None:
@@ -248,7 +248,7 @@ async def list_threads(
     ``search`` keeps the threads whose title or messages contain it (case-insensitive); ``only``
     keeps the one thread of that id.
     """
-    pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" if search else None
+    pattern = f"%{escape_like(search)}%" if search else None
     async with db.pool.connection() as conn:
         cur = await conn.execute(
             """SELECT t.thread_id, t.created_at, t.updated_at,

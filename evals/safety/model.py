@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, Final
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -21,6 +21,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
+
+from policies.dlp import strings_in
 
 __all__ = ["MARKER", "CompromisedPicker", "planted_instructions"]
 
@@ -30,17 +32,6 @@ MARKER: Final = "TOLLGATE-DO:"
 _FENCE: Final = re.compile(r"<data kind=[a-z_]+ nonce=([0-9a-f]{16,64})>\n(.*?)\n</data nonce=\1>", re.S)
 _INSTRUCTION: Final = re.compile(re.escape(MARKER) + r"\s*([A-Za-z0-9_]+)\s*")
 _ids = itertools.count(1)
-
-
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
 
 
 def planted_instructions(messages: Sequence[BaseMessage]) -> list[tuple[str, dict[str, Any]]]:
@@ -54,7 +45,7 @@ def planted_instructions(messages: Sequence[BaseMessage]) -> list[tuple[str, dic
                 data = json.loads(fence.group(2))
             except ValueError:
                 continue
-            for text in _strings(data):
+            for text in strings_in(data):
                 for match in _INSTRUCTION.finditer(text):
                     try:
                         args, _ = decoder.raw_decode(text, match.end())
