@@ -22,6 +22,7 @@ import errno
 import json
 import socket
 import sys
+import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AsyncExitStack
@@ -50,8 +51,16 @@ if TYPE_CHECKING:
 
 __all__ = ["cli", "main"]
 
-_HELP: Final = "Type a request (e.g. “what's on my calendar today?”, then “cancel the 2nd one”). Ctrl-D or /quit exits."
+_HELP: Final = "Type a request (e.g. “what's on my calendar today?”, then “cancel the 2nd one”); /help for commands."
+_COMMANDS: Final = """\
+/help            this list
+/new             start a new thread
+/threads         your recent threads, numbered
+/open N | ID     continue thread N of /threads, or the thread with that id
+/history [N]     the last N messages of this thread (default 20)
+/quit            leave (so do Ctrl-D and Ctrl-C)"""
 _QUIT: Final = frozenset({"/quit", "/exit"})
+_SHOWN_ON_START: Final = 6  # messages of the thread shown when the chat opens it again
 # A UUID, so `langgraph dev` (which addresses threads by UUID) can open the CLI's threads too.
 _CLI_THREADS: Final = uuid.UUID("6f1d3c2e-6a57-4b0e-9a4c-3b7f0c2d9e11")
 _DEMO_OWNER: Final = "demo"
@@ -177,12 +186,38 @@ class _Turn:
         return self.waiting
 
 
+async def _in_daemon_thread(read: Callable[[], _T]) -> _T:
+    """Run a blocking terminal read in a daemon thread and await it.
+
+    Not ``asyncio.to_thread``: the loop's executor joins its threads on the way out, so Ctrl-C
+    would wait for the next Enter. A daemon thread blocked in ``input()`` never holds up exit.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[_T] = loop.create_future()
+
+    def settle(result: Any, failed: bool) -> None:
+        if not done.done():
+            (done.set_exception if failed else done.set_result)(result)
+
+    def run() -> None:
+        try:
+            result: Any = read()
+        except BaseException as exc:  # EOFError on Ctrl-D, KeyboardInterrupt: the awaiting task decides
+            loop.call_soon_threadsafe(settle, exc, True)
+        else:
+            loop.call_soon_threadsafe(settle, result, False)
+
+    threading.Thread(target=run, name="tollgate-input", daemon=True).start()
+    return await done
+
+
 async def _ask(prompt: str, *, choices: list[str] | None = None) -> str:
     """Read a line without blocking the event loop (EOFError on Ctrl-D); re-ask until it is a choice."""
     text = Text(prompt, style="bold")
     if choices is None:
-        return await asyncio.to_thread(_out.input, text)
-    answer: str = await asyncio.to_thread(Prompt.ask, text, console=_out, choices=choices, show_choices=False)
+        return await _in_daemon_thread(lambda: _out.input(text))
+    answer: str = await _in_daemon_thread(
+        lambda: Prompt.ask(text, console=_out, choices=choices, show_choices=False))
     return answer
 
 
@@ -266,8 +301,74 @@ async def _exchange(app: App, ctx: Context, thread: str, line: str) -> None:
             _out.print(f"  · not accepted ({exc.code}): {exc.message}; the request is still pending", style="yellow")
 
 
+class _Chat:
+    """The terminal chat's session: the open app, the owner's context and the thread it is on."""
+
+    def __init__(self, app: App, ctx: Context, thread: str) -> None:
+        self.app = app
+        self.ctx = ctx
+        self.thread = thread
+        self._listed: list[str] = []  # the thread ids /threads printed, for /open N
+
+    async def history(self, limit: int, *, heading: str | None = None) -> None:
+        """The thread's last ``limit`` messages; with a ``heading``, printed above them, and nothing for none."""
+        from web.store import transcript
+
+        messages = await transcript(self.app.services.db, self.thread, limit)
+        if heading is not None and messages:
+            _out.print(heading, style="dim")
+        for m in messages:
+            # Not "you> ": a message shown again must not look like the prompt.
+            who = ("  you: ", "bold") if m.role == "user" else ("  tollgate: ", "bold cyan")
+            _out.print(Text.assemble(who, (m.content, "" if m.role == "user" else "dim")), soft_wrap=True)
+        if not messages and heading is None:
+            _out.print("nothing in this thread yet", style="dim")
+
+    async def threads(self) -> None:
+        from web.store import list_threads
+
+        found = await list_threads(self.app.services.db, self.ctx.owner_id, 10, "chat")
+        self._listed = [t.thread_id for t in found]
+        for number, t in enumerate(found, 1):
+            here = " (this thread)" if t.thread_id == self.thread else ""
+            _out.print(f"{number:>2}. {t.title or 'untitled'} — {t.updated_at:%Y-%m-%d %H:%M}{here}\n    {t.thread_id}",
+                       soft_wrap=True)
+        if not found:
+            _out.print("no threads yet", style="dim")
+
+    def open(self, which: str) -> None:
+        if which.isdigit() and 0 < int(which) <= len(self._listed):
+            which = self._listed[int(which) - 1]
+        if not which:
+            _out.print("/open takes a number from /threads or a thread id", style="yellow")
+            return
+        self.thread = which
+        _out.print(f"now on thread {which}", style="dim")
+
+    async def command(self, line: str) -> bool:
+        """Run a ``/command``; ``False`` when the chat should end."""
+        name, _, rest = line.partition(" ")
+        if name in _QUIT:
+            return False
+        if name == "/help":
+            _out.print(_COMMANDS)
+        elif name == "/new":
+            self.thread = str(uuid.uuid4())
+            _out.print(f"new thread {self.thread}", style="dim")
+        elif name == "/threads":
+            await self.threads()
+        elif name == "/open":
+            self.open(rest.strip())
+        elif name == "/history":
+            count = rest.strip()
+            await self.history(min(int(count), 500) if count.isdigit() and int(count) > 0 else 20)
+        else:
+            _out.print(f"unknown command {name}; /help lists them", style="yellow")
+        return True
+
+
 async def run_chat(settings: Settings, owner: str, thread: str, timezone: str, *, demo_data: bool) -> None:
-    """The terminal chat loop, as ``owner`` on ``thread`` (seeding the demo data first if asked)."""
+    """The terminal chat loop, as ``owner`` starting on ``thread`` (seeding the demo data first if asked)."""
     from graph.app import open_app
     from graph.state import Context
     from policies.errors import TollgateError
@@ -276,19 +377,23 @@ async def run_chat(settings: Settings, owner: str, thread: str, timezone: str, *
     async with open_app(settings) as app:
         if demo_data:
             await _seed(app, owner, timezone)
-        _out.print(f"Tollgate — chatting as [bold]{owner}[/] on thread [bold]{thread}[/]. {_HELP}")
+        session = _Chat(app, ctx, thread)
+        _out.print(f"Tollgate — chatting as [bold]{owner}[/] ({timezone}) on thread [bold]{thread}[/]. {_HELP}")
+        await session.history(_SHOWN_ON_START, heading=f"earlier in this thread (`tollgate chat --thread {thread}`):")
         while True:
             try:
                 line = (await _ask("you> ")).strip()
             except EOFError:
                 _out.print()
                 return
-            if line in _QUIT:
-                return
+            if line.startswith("/"):
+                if not await session.command(line):
+                    return
+                continue
             if not line:
                 continue
             try:
-                await _exchange(app, ctx, thread, line)
+                await _exchange(app, ctx, session.thread, line)
             except TollgateError as exc:
                 _out.print(f"tollgate> refused ({exc.code}): {exc.message}", style="red")
             except EOFError:
@@ -296,11 +401,24 @@ async def run_chat(settings: Settings, owner: str, thread: str, timezone: str, *
                 return
 
 
+def _local_timezone(settings: Settings) -> str:
+    """TOLLGATE_DEFAULT_TIMEZONE when it is set, else the system's zone (tzlocal), else UTC."""
+    if "default_timezone" in settings.model_fields_set:
+        return settings.default_timezone
+    import tzlocal
+
+    try:
+        return tzlocal.get_localzone_name() or settings.default_timezone
+    except Exception:  # tzlocal raises its own errors for a misconfigured system: fall back, never fail
+        return settings.default_timezone
+
+
 @cli.command()
 def chat(
     owner: Annotated[str, typer.Option(help="The owner to chat as.")] = _DEMO_OWNER,
     thread: Annotated[str | None, typer.Option(help="Thread id; default: the owner's CLI thread (a UUID).")] = None,
-    timezone: Annotated[str | None, typer.Option(help="IANA timezone; default TOLLGATE_DEFAULT_TIMEZONE.")] = None,
+    timezone: Annotated[str | None, typer.Option(
+        help="IANA timezone; default TOLLGATE_DEFAULT_TIMEZONE if set, else the system's.")] = None,
     demo_data: Annotated[bool | None, typer.Option(
         help="Seed the demo data set for an owner who has no data yet; default on, except in production.",
     )] = None,
@@ -309,7 +427,7 @@ def chat(
     from graph.state import Context
 
     settings = _settings()
-    zone = timezone or settings.default_timezone
+    zone = timezone or _local_timezone(settings)
     try:
         Context(owner_id=owner, timezone=zone)
     except ValueError as exc:

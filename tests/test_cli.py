@@ -78,11 +78,17 @@ class _Terminal:
     def press_ctrl_d(self) -> None:
         os.write(self._fd, b"\x04")
 
+    def press_ctrl_c(self) -> None:
+        """What the terminal does on Ctrl-C: SIGINT to the process (its own session, so sent to its group)."""
+        os.killpg(self.proc.pid, signal.SIGINT)
+
     def wait(self, timeout: float = 60) -> int:
         """Drain the screen until the process exits; its exit code."""
         deadline = time.monotonic() + timeout
         while self.proc.poll() is None and time.monotonic() < deadline:
             self._read(0.2)
+        if self.proc.poll() is None:
+            pytest.fail(f"still running after {timeout} s; the screen ends with:\n{self.screen[-3000:]}")
         return self.proc.wait(timeout=1)
 
     def close(self) -> None:
@@ -184,6 +190,62 @@ async def test_chat_edit_checks_the_new_json_args_and_reject_changes_nothing(
 
     chat.press_ctrl_d()
     assert chat.wait() == 0
+
+
+def test_ctrl_c_at_the_prompt_exits_at_once(chat: _Terminal) -> None:
+    chat.press_ctrl_c()  # no Enter follows: the chat must not wait for one
+    assert chat.wait(timeout=20) == 130
+
+
+async def test_chat_commands_and_the_thread_kept_across_restarts(settings: Settings, owner: str, tmp_path: Path) -> None:
+    thread = str(uuid.uuid4())
+    first = _Terminal([_TOLLGATE, "chat", "--owner", owner, "--thread", thread], _env(settings), tmp_path)
+    try:
+        first.expect("you> ")
+        first.type("/help")
+        assert "/history [N]" in first.expect("you> ")
+        first.type("what's on my calendar today?")
+        first.expect("you> ")
+        first.type("/history")
+        shown = first.expect("you> ")
+        assert "  you: what's on my calendar today?" in shown and "Lunch with Sam" in shown
+        first.type("/new")
+        assert "new thread" in first.expect("you> ")
+        first.type("/history")
+        assert "nothing in this thread yet" in first.expect("you> ")
+        first.type("/threads")
+        listed = first.expect("you> ")
+        assert " 1. what's on my calendar today?" in listed and thread in listed
+        first.type("/open 1")
+        assert f"now on thread {thread}" in first.expect("you> ")
+        first.type("/bogus")
+        assert "unknown command /bogus" in first.expect("you> ")
+        first.type("/quit")
+        assert first.wait() == 0
+    finally:
+        first.close()
+
+    again = _Terminal([_TOLLGATE, "chat", "--owner", owner, "--thread", thread], _env(settings), tmp_path)
+    try:
+        opened = again.expect("you> ")
+        assert "earlier in this thread" in opened
+        assert "what's on my calendar today?" in opened and "Lunch with Sam" in opened
+        again.press_ctrl_d()
+        assert again.wait() == 0
+    finally:
+        again.close()
+
+
+def test_chat_takes_the_system_timezone_when_none_is_configured(settings: Settings, owner: str, tmp_path: Path) -> None:
+    env = _env(settings, TZ="Asia/Tokyo")
+    del env["TOLLGATE_DEFAULT_TIMEZONE"]
+    term = _Terminal([_TOLLGATE, "chat", "--owner", owner, "--thread", str(uuid.uuid4())], env, tmp_path)
+    try:
+        assert f"chatting as {owner} (Asia/Tokyo)" in term.expect("you> ")
+        term.press_ctrl_d()
+        assert term.wait() == 0
+    finally:
+        term.close()
 
 
 def test_migrate_applies_every_migration(settings: Settings, tmp_path: Path) -> None:
