@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.async_api import async_playwright, expect
 
 from graph.app import App, open_app
 from graph.background.api import (
@@ -29,7 +31,8 @@ from graph.settings import Settings
 from graph.state import Context
 from policies.errors import ApprovalInvalid, InvalidArgs, NotFound
 from tests.background_harness import count, ledger_kinds, run_row, wait_until
-from tests.server_harness import Api
+from tests.server_harness import Api, LiveServer
+from tests.test_web_browser import _ARGS, _WAIT_MS, chromium  # noqa: F401 - fixture
 
 _cancel_on_first_decision: dict[str, Context] = {}
 _pause_on_first_decision: dict[str, Context] = {}
@@ -328,3 +331,40 @@ async def test_over_http_runs_are_owner_scoped_and_validated(api: Api, bg_app: A
     assert foreign_thread.status_code == 404
     assert (await api.client.get("/v1/background-runs")).status_code == 401
     await cancel_run(bg_app, other, theirs.run_id)
+
+
+async def test_on_the_page_a_background_runs_approval_links_to_its_run_and_the_inbox_with_its_result(
+    api: Api, live_server: LiveServer, bg_app: App, worker: WorkerHandle, chromium: Path, tmp_path: Path
+) -> None:
+    created = await api.client.post("/v1/background-runs", json={"instruction": "add a task to order printer paper"},
+                                    headers=api.auth)  # no thread: its result goes to the inbox
+    run_id = created.json()["run_id"]
+
+    async def waiting() -> bool | None:
+        return (await api.get(f"/v1/background-runs/{run_id}")).json()["status"] == "awaiting_approval" or None
+
+    await wait_until(waiting, what="the run to wait for its approval")
+    async with async_playwright() as pw:
+        context = await pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=str(chromium), headless=True, args=_ARGS)
+        try:
+            page = context.pages[0] if context.pages else await context.new_page()
+            await page.goto(f"{live_server.url}/#token={api.token}")
+            await expect(page.locator("#approvals li button")).to_have_count(1, timeout=_WAIT_MS)
+            await page.locator("#approvals li button").click()  # opens the run's thread, listed under Runs
+            await expect(page.locator('.kind[data-kind="run"]')).to_have_attribute("aria-pressed", "true")
+            chip = page.locator(".chip").last
+            await expect(chip.locator(".chip-preview")).to_contain_text("printer paper", timeout=_WAIT_MS)
+            await expect(page.locator("#composer")).to_be_hidden()  # the run's thread is the server's
+            await chip.locator("button.approve").click()
+            await expect(chip.locator(".chip-state")).to_contain_text("its result lands in your inbox", timeout=_WAIT_MS)
+
+            async def finished() -> bool | None:
+                return (await api.get(f"/v1/background-runs/{run_id}")).json()["status"] == "succeeded" or None
+
+            await wait_until(finished, what="the run to finish")
+            await chip.locator(".run-links button", has_text="Open the inbox").click()
+            await expect(page.locator('.kind[data-kind="inbox"]')).to_have_attribute("aria-pressed", "true")
+            await expect(page.locator(".msg.assistant .bubble").last).to_contain_text("printer paper", timeout=_WAIT_MS)
+        finally:
+            await context.close()

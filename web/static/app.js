@@ -420,6 +420,10 @@ async function runTurn(path, body) {
   state.running = controller;
   try {
     const response = await api(path, { method: "POST", body, accept: "text/event-stream", signal: controller.signal });
+    if (response.status === 202) {  // a background run's approval: a worker continues it, nothing streams here
+      setStatus("The run continues in the background", "ok");
+      return;
+    }
     await consumeRun(response, runView());
     setStatus("Ready", "ok");
   } catch (err) {
