@@ -115,25 +115,31 @@ async def test_chat_approve_and_reload_keeps_the_history(
             await expect(page.locator(".chip.history")).to_have_count(1, timeout=_WAIT_MS)
 
 
-async def test_dark_mode_follows_the_system(api: Api, live_server: LiveServer, chromium: Path, tmp_path: Path) -> None:
-    async with _browser(chromium, tmp_path, "desktop", scheme="dark") as page:
+@pytest.mark.parametrize("size", ["phone", "desktop"])
+async def test_dark_mode_follows_the_system(
+    api: Api, live_server: LiveServer, chromium: Path, tmp_path: Path, size: str
+) -> None:
+    async with _browser(chromium, tmp_path, size, scheme="dark") as page:
         await page.goto(f"{live_server.url}/#token={api.token}")
         await expect(page.locator("#status")).to_have_text("Ready", timeout=_WAIT_MS)
         await _send(page, "what's on my calendar today?")
         await expect(page.locator(".bubble.done").last).to_contain_text("Lunch with Sam", timeout=_WAIT_MS)
         background = await page.evaluate("() => getComputedStyle(document.body).backgroundColor")
         assert background == "rgb(20, 23, 28)"
-        await _check(page, "desktop-dark")
+        await _check(page, f"{size}-dark")
 
 
-async def test_a_failed_send_keeps_the_text_and_says_why(live_server: LiveServer, chromium: Path, tmp_path: Path) -> None:
-    async with _browser(chromium, tmp_path, "phone") as page:
+@pytest.mark.parametrize("size", ["phone", "desktop"])
+async def test_a_failed_send_keeps_the_text_and_says_why(
+    live_server: LiveServer, chromium: Path, tmp_path: Path, size: str
+) -> None:
+    async with _browser(chromium, tmp_path, size) as page:
         await page.goto(f"{live_server.url}/#token=tg_not-a-real-token")
         await _send(page, "what's on my calendar today?")
         await expect(page.locator("#send-error")).to_contain_text("Not sent:", timeout=_WAIT_MS)
         await expect(page.locator("#message")).to_have_value("what's on my calendar today?")
         await expect(page.locator(".msg.user")).to_have_count(0)
-        await _check(page, "phone-send-failed")
+        await _check(page, f"{size}-send-failed")
 
 
 async def test_rename_search_and_delete_from_the_page(
@@ -177,3 +183,43 @@ async def test_replies_are_markdown_with_nothing_that_runs(
             assert await reply.locator("img[onerror]").count() == 0
             assert not (await reply.locator("a").get_attribute("href") or "").startswith("javascript:")
             assert await page.evaluate("() => window.pwned === undefined")
+
+
+async def test_stop_retry_copy_and_a_thinking_placeholder(
+    settings: Settings, demo_token: str, chromium: Path, tmp_path: Path
+) -> None:
+    from tests.conftest import NOW
+
+    model = ScriptedModel(steps=[say("**First** reply.")])
+    with serve(settings.model_copy(update={"rate_limit_burst": 1000}), clock=Clock(NOW), picker_model=model) as server:
+        async with _browser(chromium, tmp_path, "desktop") as page:
+            await page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
+            await page.goto(f"{server.url}/#token=tg_not-a-real-token")
+            await _send(page, "hello")
+            await expect(page.locator("#send-error")).to_contain_text("Not sent:", timeout=_WAIT_MS)
+            await page.fill("#token", demo_token)
+            await page.click("#save-token")
+            await page.locator("button.retry").click()  # the same message again, now with a good token
+            reply = page.locator(".bubble.done").last
+            await expect(reply.locator("strong")).to_have_text("First", timeout=_WAIT_MS)
+            await expect(page.locator("#send-error")).to_be_hidden()
+            await expect(page.locator(".msg.user .bubble")).to_have_text(["hello"])
+
+            await page.locator(".msg.assistant .copy").last.click()
+            await expect(page.locator(".msg.assistant .copy").last).to_have_text("Copied")
+            assert await page.evaluate("() => navigator.clipboard.readText()") == "**First** reply."
+
+            model.latency = 30.0  # a slow model: stop it while it thinks
+            await _send(page, "think hard")
+            await expect(page.locator(".bubble.thinking")).to_have_text("Thinking…")
+            await expect(page.locator("#stop")).to_be_visible()
+            await _check(page, "desktop-thinking")
+            await page.click("#stop")
+            await expect(page.locator(".msg.stopped .bubble")).to_contain_text("Stopped", timeout=10_000)
+            await expect(page.locator("#stop")).to_be_hidden()
+            await expect(page.locator(".bubble.thinking")).to_have_count(0)
+
+            model.latency = 0.0
+            model.steps[:] = [say("Back again.")]
+            await _send(page, "are you there?")
+            await expect(page.locator(".bubble.done").last).to_have_text("Back again.", timeout=_WAIT_MS)

@@ -149,7 +149,7 @@ function addMessage(role, text, at = new Date().toISOString()) {
     copy.type = "button";
     copy.className = "small copy";
     copy.textContent = "Copy";
-    copy.setAttribute("aria-label", "Copy this reply");
+    copy.title = "Copy this reply";
     copy.addEventListener("click", async () => {
       try {
         await navigator.clipboard.writeText(bubble.dataset.text || bubble.textContent);
@@ -236,11 +236,14 @@ function addTimeline(event) {
 }
 
 // A view of one run: the assistant bubble it fills and the chips it raises.
-function runView() {
-  let bubble = null;  // the .bubble element of this run's reply
+// ``placeholder``: the "Thinking…" bubble shown while the model thinks (a turn's first event comes
+// only with its first answer), which the run's reply then fills.
+function runView(placeholder = null) {
+  let bubble = placeholder;  // the .bubble element of this run's reply
   let streamed = "";
   const ensureBubble = () => {
     if (!bubble) bubble = $(".bubble", addMessage("assistant", "…"));
+    bubble.classList.remove("thinking");
     return bubble;
   };
   return {
@@ -418,13 +421,15 @@ async function runTurn(path, body) {
   setStatus("Working…", "warn");
   const controller = new AbortController();
   state.running = controller;
+  const thinking = $(".bubble", addMessage("assistant", "Thinking…"));
+  thinking.classList.add("thinking");
   try {
     const response = await api(path, { method: "POST", body, accept: "text/event-stream", signal: controller.signal });
     if (response.status === 202) {  // a background run's approval: a worker continues it, nothing streams here
       setStatus("The run continues in the background", "ok");
       return;
     }
-    await consumeRun(response, runView());
+    await consumeRun(response, runView(thinking));
     setStatus("Ready", "ok");
   } catch (err) {
     if (controller.signal.aborted || err.code === "cancelled") {
@@ -435,6 +440,7 @@ async function runTurn(path, body) {
     setStatus(err.message, "bad");
     throw err;
   } finally {
+    if (thinking.classList.contains("thinking") && thinking.parentElement) thinking.parentElement.remove();
     state.running = null;
     setBusy(false);
     refreshSide();
@@ -449,23 +455,30 @@ async function stopTurn() {
   if (state.running) state.running.abort();
 }
 
-function showSendError(message) {
+function retryButton(text, before = () => {}) {
+  const retry = document.createElement("button");
+  retry.type = "button";
+  retry.className = "small retry";
+  retry.textContent = "Retry";
+  retry.addEventListener("click", () => { before(); $("#message").value = ""; send(text); });
+  return retry;
+}
+
+// Why the last message was not sent, with a Retry (kept apart from the thread, which a token change reloads).
+function showSendError(message, text = "") {
   const el = $("#send-error");
   el.textContent = message;
+  if (message && text) el.append(" ", retryButton(text, () => showSendError("")));
   el.hidden = !message;
 }
 
+// A run that failed partway: Retry sends the same message again.
 function addRetry() {
   const text = state.lastText;
   if (!text) return;
   const li = document.createElement("li");
   li.className = "msg assistant";
-  const retry = document.createElement("button");
-  retry.type = "button";
-  retry.className = "small retry";
-  retry.textContent = "Retry";
-  retry.addEventListener("click", () => { li.remove(); send(text); });
-  li.append(retry);
+  li.append(retryButton(text, () => li.remove()));
   $("#messages").append(li);
 }
 
@@ -481,9 +494,8 @@ async function send(text) {
     // Nothing was sent: keep the text to send again, and say why.
     sent.remove();
     if (!$("#message").value) $("#message").value = text;
-    showSendError(`Not sent: ${err.message}`);
+    showSendError(`Not sent: ${err.message}`, text);
     if (err.status === 404) selectThread(null, false);  // the stored thread is gone or not ours
-    else addRetry();
   }
 }
 
