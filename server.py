@@ -52,6 +52,7 @@ def create_app(settings: Settings | None = None, *, tollgate: App | None = None,
         async with AsyncExitStack() as stack:
             opened = tollgate or await stack.enter_async_context(open_app(config, **app_options))
             hub = TurnHub(opened.services.db, idle_seconds=config.stream_idle_seconds)
+            await hub.open()
             limiter = RateLimiter(config.rate_limit_burst, config.rate_limit_per_minute)
             api.state.tollgate = ServerState(settings=config, app=opened, hub=hub, limiter=limiter)
             try:

@@ -112,3 +112,27 @@ async def test_stop_cancels_a_running_turn_and_the_thread_stays_usable(settings:
             assert again.json()["reply"] == "Back again."
             idle = await client.post(f"/v1/threads/{thread_id}/stop", headers=auth)
             assert idle.json() == {"stopped": False}
+
+
+async def test_stop_reaches_the_server_process_that_runs_the_turn(settings: Settings, demo_token: str) -> None:
+    """Two API servers on one database: the owner presses stop on one, the turn runs on the other."""
+    from tests.conftest import NOW
+
+    model = ScriptedModel(steps=[say("Hello."), say("never said")])
+    auth = {"Authorization": f"Bearer {demo_token}", "Accept": "application/json"}
+    roomy = settings.model_copy(update={"rate_limit_burst": 1000})
+    with serve(roomy, picker_model=model, clock=Clock(NOW)) as running, serve(roomy, clock=Clock(NOW)) as other:
+        async with httpx.AsyncClient(timeout=60) as client:
+            first = await client.post(f"{running.url}/v1/chat", headers=auth, json={"message": "hi"})
+            thread_id = first.json()["thread_id"]
+            model.latency = 30.0
+            sending = asyncio.create_task(client.post(f"{running.url}/v1/chat", headers=auth,
+                                                      json={"message": "think hard", "thread_id": thread_id}))
+            for _ in range(200):  # a stop before the turn holds its thread finds nothing to stop: press again
+                stopped = await client.post(f"{other.url}/v1/threads/{thread_id}/stop", headers=auth)
+                if stopped.json() == {"stopped": True}:
+                    break
+                await asyncio.sleep(0.05)
+            assert stopped.json() == {"stopped": True}
+            answer = await asyncio.wait_for(sending, 20)  # well before the model's 30 s
+            assert answer.status_code == 409 and answer.json()["code"] == "cancelled"

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final
 
+from psycopg import AsyncConnection, OperationalError
+
 from graph.db import Database
 from graph.events import TurnEvent
 from policies.errors import TollgateError
@@ -37,6 +39,10 @@ __all__ = ["FAILED_RUN_MESSAGE", "STOPPED_RUN_MESSAGE", "LiveRun", "TurnHub", "T
 _log = logging.getLogger("tollgate.web")
 _POLL_SECONDS: Final = 1.0
 _SHUTDOWN_GRACE_SECONDS: Final = 10.0
+STOP_CHANNEL: Final = "tollgate_stop"
+"""The PostgreSQL channel a stop is announced on (its payload: the thread id), so the server process
+that runs the turn stops it, whichever process the owner asked."""
+_RELISTEN_SECONDS: Final = 1.0
 
 FAILED_RUN_MESSAGE: Final = "the turn failed before it completed"
 """The message of the ``error`` event that ends a failed run."""
@@ -96,8 +102,48 @@ class TurnHub:
         self._runs: dict[asyncio.Task[None], LiveRun] = {}  # the live tasks (kept referenced) and their runs
         self._live: Counter[str] = Counter()
         self._signals: dict[str, asyncio.Event] = {}
+        self._listener: asyncio.Task[None] | None = None
         self.owned = store.OwnedThreads()
         """Threads known to be their owner's (the early ownership check of a request)."""
+
+    async def open(self) -> None:
+        """Listen for stops announced by other server processes (:meth:`request_stop`), until :meth:`close`."""
+        ready = asyncio.get_running_loop().create_future()
+        self._listener = asyncio.create_task(self._listen(ready), name="turn-hub:stops")
+        await ready
+
+    async def _listen(self, ready: asyncio.Future[None]) -> None:
+        # Its own connection, not the pool's: LISTEN holds the connection for the life of the server.
+        while True:
+            try:
+                async with await AsyncConnection.connect(self.db.url, autocommit=True) as conn:
+                    await conn.execute(f"LISTEN {STOP_CHANNEL}")
+                    if not ready.done():
+                        ready.set_result(None)
+                    async for notice in conn.notifies():
+                        self.stop(notice.payload)
+            except OperationalError as exc:
+                _log.warning("listening for stops failed (%s); listening again", type(exc).__name__)
+                if not ready.done():
+                    ready.set_result(None)  # the server still starts: stops then reach this process only
+                await asyncio.sleep(_RELISTEN_SECONDS)
+
+    async def request_stop(self, thread_id: str) -> bool:
+        """Stop the turn on ``thread_id`` wherever it runs; ``True`` if one is running (here, or holding its lease).
+
+        A run in this process stops at once; one in another server process stops when that process
+        hears the announcement (a run of a background worker is not stopped: cancel the run instead).
+        """
+        if self.stop(thread_id):
+            return True
+        async with self.db.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT pg_notify(%s, %s), EXISTS (SELECT 1 FROM thread_leases WHERE thread_id = %s"
+                " AND holder IS NOT NULL AND expires_at > clock_timestamp()) AS held",
+                (STOP_CHANNEL, thread_id, thread_id),
+            )
+            row = await cur.fetchone()
+        return bool(row and row["held"])
 
     async def start(self, owner_id: str, thread_id: str, events: AsyncIterator[TurnEvent]) -> tuple[LiveRun, TurnEvent]:
         """Run ``events`` detached; return once its first event is recorded.
@@ -264,7 +310,11 @@ class TurnHub:
             await signal.wait()  # set by the run's next recorded events or its end
 
     async def close(self) -> None:
-        """Let live runs finish for a short grace period, then cancel them."""
+        """Stop listening; let live runs finish for a short grace period, then cancel them."""
+        if self._listener is not None:
+            self._listener.cancel()
+            await asyncio.wait([self._listener])
+            self._listener = None
         if not self._runs:
             return
         _, pending = await asyncio.wait(set(self._runs), timeout=_SHUTDOWN_GRACE_SECONDS)

@@ -92,7 +92,7 @@ async def delete_thread(thread_id: Annotated[str, Path(pattern=THREAD_ID_PATTERN
     can run any more). Soft: its audit trail stays."""
     db = principal.app.services.db
     await store.require_thread(db, principal.owner_id, thread_id)  # before anything: another owner's stops nothing
-    principal.hub.stop(thread_id)
+    await principal.hub.request_stop(thread_id)
     await store.delete_thread(db, principal.owner_id, thread_id)
     principal.hub.owned.forget(principal.owner_id, thread_id)
     return Response(status_code=204)
@@ -100,10 +100,11 @@ async def delete_thread(thread_id: Annotated[str, Path(pattern=THREAD_ID_PATTERN
 
 @router.post("/{thread_id}/stop", summary="Stop the thread's running turn", responses=documented(401, 404, 422, 429, 503))
 async def stop_turn(thread_id: Annotated[str, Path(pattern=THREAD_ID_PATTERN)], principal: PrincipalDep) -> StopOut:
-    """Cancel the turn running on the thread in this server process, as a client that goes away would.
+    """Cancel the turn running on the thread, as a client that goes away would, in whichever server
+    process runs it.
 
     Its stream ends with an ``error`` event of code ``cancelled``. What had already run stays done;
     a write is either committed or not run, never half; the thread is free at once.
     """
     await store.require_thread(principal.app.services.db, principal.owner_id, thread_id)
-    return StopOut(stopped=principal.hub.stop(thread_id))
+    return StopOut(stopped=await principal.hub.request_stop(thread_id))

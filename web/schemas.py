@@ -175,7 +175,7 @@ class StopOut(BaseModel):
     """``POST /v1/threads/{id}/stop``."""
 
     stopped: bool
-    """Whether a turn was running on the thread (in this server process) and is now stopped."""
+    """Whether a turn was running on the thread (in any server process) and was told to stop."""
 
 
 class ThreadQuery(_Wire):
