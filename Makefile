@@ -6,6 +6,8 @@ UV := $(VENV)/bin/uv
 # `langgraph dev` gets its own environment: langgraph-api's pins conflict with the dev extra's.
 STUDIO_VENV := .venv-studio
 PYTHON ?= python3
+# The checkout itself, wherever make is run from (through a link, or with -C): editable installs point here.
+ROOT := $(dir $(realpath $(lastword $(MAKEFILE_LIST))))
 # `make run PORT=8080`, `make studio PORT=2025`.
 PORT ?=
 
@@ -23,7 +25,7 @@ $(VENV)/.installed: pyproject.toml requirements.lock examples/bookmarks/pyprojec
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check uv==0.13.8
 	$(UV) pip install -q --compile-bytecode --python $(PY) -r requirements.lock
-	$(UV) pip install -q --python $(PY) --no-deps -e . -e examples/bookmarks
+	$(UV) pip install -q --python $(PY) --no-deps -e $(ROOT) -e $(ROOT)examples/bookmarks
 	touch $@
 
 setup: $(VENV)/.installed
@@ -31,7 +33,7 @@ setup: $(VENV)/.installed
 $(STUDIO_VENV)/.installed: $(VENV)/.installed pyproject.toml requirements-studio.lock examples/bookmarks/pyproject.toml
 	test -x $(STUDIO_VENV)/bin/python || $(PYTHON) -m venv $(STUDIO_VENV)
 	$(UV) pip install -q --compile-bytecode --python $(STUDIO_VENV)/bin/python -r requirements-studio.lock
-	$(UV) pip install -q --python $(STUDIO_VENV)/bin/python --no-deps -e . -e examples/bookmarks
+	$(UV) pip install -q --python $(STUDIO_VENV)/bin/python --no-deps -e $(ROOT) -e $(ROOT)examples/bookmarks
 	touch $@
 
 setup-studio: $(STUDIO_VENV)/.installed

@@ -1,8 +1,9 @@
-"""``make studio`` as the README runs it, with the default environment: no approval secret, no DATABASE_URL.
+"""``make studio`` as the README runs it, in the default environment: no TOLLGATE_ variable, no DATABASE_URL.
 
-The one difference from a fresh clone is the data directory, a temporary one (so the test
-leaves the developer's ``./var`` alone): the approval key is generated there and the embedded
-PostgreSQL starts there, inside ``langgraph dev``, which refuses blocking calls on its event loop.
+It runs in a directory of its own that links to the repository's Makefile, config and
+environments, so ``./var`` (the approval key it generates, the embedded PostgreSQL it starts
+inside ``langgraph dev``, which refuses blocking calls on its event loop) is the test's own and
+the developer's is left alone.
 """
 
 from __future__ import annotations
@@ -30,18 +31,22 @@ _OFF = ("TOLLGATE_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_")
 
 @pytest.fixture(scope="module")
 def default_studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path]]:
-    """``make studio PORT=...`` with nothing configured but a data directory; (url, data_dir, log)."""
+    """``make studio PORT=...`` with nothing configured; (url, its ./var, log)."""
     if not _LANGGRAPH.exists():
         if os.environ.get("CI") == "true":
             pytest.fail("`make setup-studio` did not run")
         pytest.skip("run `make setup-studio` first")
     work = tmp_path_factory.mktemp("studio-default")
+    for name in ("Makefile", "langgraph.json", "pyproject.toml", "requirements.lock", "requirements-studio.lock",
+                 "examples", ".venv", ".venv-studio"):
+        (work / name).symlink_to(_ROOT / name)
     data_dir, log = work / "var", work / "make-studio.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(_OFF) and k not in ("DATABASE_URL", "MAKEFLAGS")}
-    env["TOLLGATE_DATA_DIR"] = str(data_dir)
     port = free_port()
     with log.open("wb") as out:
-        proc = subprocess.Popen(["make", "-s", "-C", str(_ROOT), "studio", f"PORT={port}"], env=env, stdout=out,
+        # -o: the environments are the repository's, set up already; the test never installs anything.
+        proc = subprocess.Popen(["make", "-s", "-C", str(work), "-o", ".venv/.installed", "-o", ".venv-studio/.installed",
+                                 "studio", f"PORT={port}"], env=env, stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -223,3 +223,25 @@ async def test_stop_retry_copy_and_a_thinking_placeholder(
             model.steps[:] = [say("Back again.")]
             await _send(page, "are you there?")
             await expect(page.locator(".bubble.done").last).to_have_text("Back again.", timeout=_WAIT_MS)
+
+
+async def test_chat_and_approve_by_keyboard_alone(api: Api, live_server: LiveServer, chromium: Path, tmp_path: Path) -> None:
+    async with _browser(chromium, tmp_path, "desktop") as page:
+        await page.goto(f"{live_server.url}/#token={api.token}")
+        await expect(page.locator("#status")).to_have_text("Ready", timeout=_WAIT_MS)
+        await page.focus("#message")
+        await page.keyboard.type("what's on my calendar today?")
+        await page.keyboard.press("Enter")  # Enter sends (Shift+Enter would add a line)
+        await expect(page.locator(".bubble.done").last).to_contain_text("Lunch with Sam", timeout=_WAIT_MS)
+        await page.keyboard.type("cancel the 2nd one")
+        await page.keyboard.press("Enter")
+        chip = page.locator(".chip").last
+        await expect(chip.locator(".chip-preview")).to_contain_text("Lunch with Sam", timeout=_WAIT_MS)
+        for _ in range(80):  # Tab through the page until the chip's Approve has the focus
+            await page.keyboard.press("Tab")
+            if await page.evaluate("() => document.activeElement.classList.contains('approve')"):
+                break
+        else:
+            pytest.fail("Tab never reached the approval's Approve button")
+        await page.keyboard.press("Enter")
+        await expect(page.locator(".bubble.done").last).to_contain_text("Cancelled", timeout=_WAIT_MS)
