@@ -579,6 +579,9 @@ async function refreshSide() {
       api("/v1/approvals").then((r) => r.json()),
     ]);
     const list = $("#thread-list");
+    // A keyboard user in the list keeps their place when it is drawn again (after every turn).
+    const focused = document.activeElement && document.activeElement.closest("#thread-list li");
+    const keep = focused ? focused.dataset.threadId : null;
     list.replaceChildren();
     for (const t of threads.threads) {
       const li = document.createElement("li");
@@ -596,6 +599,7 @@ async function refreshSide() {
       open.addEventListener("click", () => selectThread(t.thread_id));
       li.append(open);
       list.append(li);
+      if (t.thread_id === keep) open.focus();
     }
     if (!threads.threads.length) {
       const li = document.createElement("li");
