@@ -367,14 +367,20 @@ class _Chat:
         return True
 
 
-async def run_chat(settings: Settings, owner: str, thread: str, timezone: str, *, demo_data: bool) -> None:
-    """The terminal chat loop, as ``owner`` starting on ``thread`` (seeding the demo data first if asked)."""
+async def run_chat(settings: Settings, owner: str, thread: str, timezone: str | None, *, demo_data: bool) -> None:
+    """The terminal chat loop, as ``owner`` starting on ``thread`` (seeding the demo data first if asked).
+
+    The timezone is ``timezone`` if given, else the owner's profile's, else TOLLGATE_DEFAULT_TIMEZONE
+    when it is set, else the system's.
+    """
     from graph.app import open_app
+    from graph.profiles import get_profile
     from graph.state import Context
     from policies.errors import TollgateError
 
-    ctx = Context(owner_id=owner, timezone=timezone, channel="cli")
     async with open_app(settings) as app:
+        timezone = timezone or (await get_profile(app.services.db, owner)).timezone or _local_timezone(settings)
+        ctx = Context(owner_id=owner, timezone=timezone, channel="cli")
         if demo_data:
             await _seed(app, owner, timezone)
         session = _Chat(app, ctx, thread)
@@ -418,7 +424,7 @@ def chat(
     owner: Annotated[str, typer.Option(help="The owner to chat as.")] = _DEMO_OWNER,
     thread: Annotated[str | None, typer.Option(help="Thread id; default: the owner's CLI thread (a UUID).")] = None,
     timezone: Annotated[str | None, typer.Option(
-        help="IANA timezone; default TOLLGATE_DEFAULT_TIMEZONE if set, else the system's.")] = None,
+        help="IANA timezone; default: the owner's profile's, else TOLLGATE_DEFAULT_TIMEZONE if set, else the system's.")] = None,
     demo_data: Annotated[bool | None, typer.Option(
         help="Seed the demo data set for an owner who has no data yet; default on, except in production.",
     )] = None,
@@ -427,13 +433,12 @@ def chat(
     from graph.state import Context
 
     settings = _settings()
-    zone = timezone or _local_timezone(settings)
     try:
-        Context(owner_id=owner, timezone=zone)
+        Context(owner_id=owner, timezone=timezone or "UTC")
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     seed = settings.environment != "production" if demo_data is None else demo_data
-    _run(run_chat(settings, owner, thread or str(uuid.uuid5(_CLI_THREADS, owner)), zone, demo_data=seed))
+    _run(run_chat(settings, owner, thread or str(uuid.uuid5(_CLI_THREADS, owner)), timezone, demo_data=seed))
 
 
 # --- serve ------------------------------------------------------------------------------------

@@ -21,10 +21,11 @@ from fastapi.staticfiles import StaticFiles
 import graph._env  # noqa: F401  - strict msgpack and no telemetry before langgraph loads
 from graph.app import App, open_app
 from graph.settings import Settings
-from web import routes_approvals, routes_background, routes_chat, routes_health, routes_page, routes_threads
+from web import routes_approvals, routes_background, routes_chat, routes_health, routes_me, routes_page, routes_threads
 from web.deps import ServerState
 from web.errors import install_error_handlers
 from web.hub import TurnHub
+from web.identity import build_authenticator
 from web.ratelimit import RateLimiter
 
 __all__ = ["app", "create_app"]
@@ -54,7 +55,10 @@ def create_app(settings: Settings | None = None, *, tollgate: App | None = None,
             hub = TurnHub(opened.services.db, idle_seconds=config.stream_idle_seconds)
             await hub.open()
             limiter = RateLimiter(config.rate_limit_burst, config.rate_limit_per_minute)
-            api.state.tollgate = ServerState(settings=config, app=opened, hub=hub, limiter=limiter)
+            authenticator = build_authenticator(config, opened.services.db)
+            stack.push_async_callback(authenticator.aclose)
+            api.state.tollgate = ServerState(settings=config, app=opened, hub=hub, limiter=limiter,
+                                             authenticator=authenticator)
             try:
                 yield
             finally:
@@ -73,7 +77,8 @@ def create_app(settings: Settings | None = None, *, tollgate: App | None = None,
         )
 
     install_error_handlers(api)
-    for module in (routes_chat, routes_threads, routes_approvals, routes_background, routes_health, routes_page):
+    for module in (routes_chat, routes_threads, routes_approvals, routes_background, routes_me, routes_health,
+                   routes_page):
         api.include_router(module.router)
     api.mount("/static", StaticFiles(directory=routes_page.STATIC_DIR), name="static")
     return api

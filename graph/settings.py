@@ -136,6 +136,29 @@ class Settings(BaseSettings):
     """Built-in tools to switch off (JSON list of names: ``["reminders", "triggers"]``)."""
     menu_cap: int = Field(default=32, ge=1, le=512)
     """Most functions offered to the model; larger registries get a BM25 shortlist."""
+    auth: Literal["tokens", "oidc"] = "tokens"
+    """How HTTP callers authenticate: Tollgate's own stored bearer tokens, or an OpenID Connect
+    provider's JWT access tokens (``oidc_*``)."""
+    oidc_issuer: str | None = None
+    """The provider's issuer URL (the ``iss`` every token must carry)."""
+    oidc_audience: str | None = None
+    """The audience every token must carry (``aud``): this API's identifier at the provider."""
+    oidc_jwks_url: str | None = None
+    """Where the provider's signing keys are; unset: the ``jwks_uri`` of the issuer's discovery document."""
+    oidc_owner_claim: Literal["sub", "email"] = "sub"
+    """The claim that names the owner (a verified ``email`` only: ``email_verified`` must be true)."""
+    oidc_algorithms: list[Literal["RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA"]] = Field(
+        default_factory=lambda: ["RS256", "ES256"], min_length=1)
+    """Signature algorithms accepted (asymmetric only: ``none`` and HMAC are never accepted)."""
+    oidc_clock_skew_seconds: int = Field(default=30, ge=0, le=300)
+    """Leeway on ``exp``, ``nbf`` and ``iat``."""
+    oidc_jwks_cache_seconds: int = Field(default=300, ge=10, le=86_400)
+    """How long fetched keys are used before they are fetched again (an unknown ``kid`` refetches sooner)."""
+    oidc_jwks_refetch_seconds: float = Field(default=10.0, ge=0, le=3600)
+    """The least time between two fetches of the keys for unknown ``kid``s, so forged ``kid``s cannot
+    turn into a stream of requests to the provider."""
+    auth_scopes: dict[Literal["chat", "approvals", "background", "admin"], list[str]] = Field(default_factory=dict)
+    """Scopes a token must carry per route group (JSON object), e.g. ``{"approvals": ["tollgate.approve"]}``."""
 
     @model_validator(mode="after")
     def _check_worker_timing(self) -> Settings:
@@ -143,6 +166,17 @@ class Settings(BaseSettings):
             raise ValueError("TOLLGATE_SCHEDULER_TICK_SECONDS must divide 60")
         if self.worker_stall_seconds <= 2 * self.worker_heartbeat_seconds:
             raise ValueError("TOLLGATE_WORKER_STALL_SECONDS must exceed twice the heartbeat interval")
+        return self
+
+    @model_validator(mode="after")
+    def _check_oidc(self) -> Settings:
+        if self.auth == "oidc" and not (self.oidc_issuer and self.oidc_audience):
+            raise ValueError("TOLLGATE_AUTH=oidc needs TOLLGATE_OIDC_ISSUER and TOLLGATE_OIDC_AUDIENCE")
+        for url in (self.oidc_issuer, self.oidc_jwks_url):
+            if url and not url.startswith(("https://", "http://")):
+                raise ValueError("TOLLGATE_OIDC_ISSUER and TOLLGATE_OIDC_JWKS_URL must be http(s) URLs")
+            if url and url.startswith("http://") and self.environment == "production":
+                raise ValueError("the OIDC issuer and its keys must be reached over https in production")
         return self
 
     @model_validator(mode="after")

@@ -190,3 +190,20 @@ async def test_an_event_rule_fires_once_inside_its_lead_time_and_a_cancelled_rul
     assert [r["trigger_id"] for r in runs] == [rule]  # the retro's moment (start - 30 min) passed before arming
     assert read_fence(runs[0]["instruction"], "calendar_event")["title"] == "Daily Standup"
     assert await count(db, "SELECT count(*) FROM trigger_fires WHERE rule_id = ANY(%s)", [late, cancelled]) == 0
+
+
+async def test_a_triggers_run_takes_the_owners_timezone_from_their_profile(
+    apps: tuple[App, App], db: Database, owner: str
+) -> None:
+    from graph.profiles import update_profile
+
+    one, _ = apps
+    await update_profile(db, owner, timezone="Asia/Tokyo")
+    armed = one.services.clock() - timedelta(minutes=10)
+    await _rule(db, owner, armed, kind="mail", sender="@example.net")
+    await _mail(db, owner, "billing@example.net", "Invoice", "hello", armed + timedelta(minutes=1))
+    assert await evaluate_triggers(one) == 1
+    async with db.pool.connection() as conn:
+        cur = await conn.execute("SELECT timezone FROM background_runs WHERE owner_id = %s AND source = 'trigger'",
+                                 (owner,))
+        assert await cur.fetchall() == [{"timezone": "Asia/Tokyo"}]  # not the server's default

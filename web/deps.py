@@ -1,24 +1,26 @@
 """FastAPI dependencies as ``Annotated`` aliases: the server's state, settings, the app, the caller.
 
-Authentication and the rate limit live in :func:`current_principal`, so a route that takes a
-:data:`PrincipalDep` can never forget either.
+Authentication (the configured :class:`~web.identity.Authenticator`), the route group's required
+scopes, the rate limit and the owner's profile live in :func:`current_principal`, so a route that
+takes a :data:`PrincipalDep` can never forget any of them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Final
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from graph.app import App
+from graph.audit import AuditRecord, append_audit
+from graph.profiles import get_profile, resolve
 from graph.settings import Settings
 from graph.state import Context
-from web.auth import owner_of_token
-from graph.audit import AuditRecord, append_audit
-from web.errors import RateLimited, Unauthenticated
+from web.errors import InsufficientScope, RateLimited, Unauthenticated
 from web.hub import TurnHub
+from web.identity import Authenticator, Identity
 from web.ratelimit import RateLimiter
 
 __all__ = [
@@ -45,6 +47,8 @@ class ServerState:
     """Detached runs and the event log."""
     limiter: RateLimiter
     """The per-principal request budget."""
+    authenticator: Authenticator
+    """Who a request's credential proves (``TOLLGATE_AUTH``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,12 +56,18 @@ class Principal:
     """The authenticated caller, and the server their request reached."""
 
     owner_id: str
-    """The owner the bearer token maps to."""
+    """The owner the credential proves."""
     context: Context
-    """The run context for this caller's turns."""
+    """The run context for this caller's turns (timezone from the owner's profile)."""
+    identity: Identity
+    """What the credential says: scopes, claimed name, timezone and locale."""
     server: ServerState
     """The server's state (its app and hub): routes that authenticate take it from here, one
     dependency fewer to resolve per request than taking it on its own."""
+    display_name: str = ""
+    """The owner's name: their profile's, else their credential's."""
+    locale: str | None = None
+    """The owner's locale: their profile's, else their credential's."""
 
     @property
     def app(self) -> App:
@@ -105,17 +115,27 @@ HubDep = Annotated[TurnHub, Depends(_hub)]
 _bearer = HTTPBearer(auto_error=False, description="A Tollgate API token (`tg_...`); `make run` prints one.")
 
 
+# Route groups, by path, for the scopes a deployment requires of each (TOLLGATE_AUTH_SCOPES).
+_GROUPS: Final = (("/v1/approvals", "approvals"), ("/v1/background-runs", "background"), ("/v1/admin", "admin"))
+
+
+def _group(path: str) -> str:
+    return next((group for prefix, group in _GROUPS if path.startswith(prefix)), "chat")
+
+
 async def current_principal(
+    request: Request,
     state: ServerStateDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],  # the scheme, for the API docs
 ) -> Principal:
-    """Authenticate the bearer token, then spend one request of the owner's budget."""
-    if credentials is None or credentials.scheme.lower() != "bearer":
+    """Authenticate the caller, check the route group's scopes, spend one request of the owner's budget."""
+    identity = await state.authenticator.authenticate(request.headers)
+    if identity is None:
         raise Unauthenticated()
-    token = credentials.credentials
-    owner = await owner_of_token(state.app.services.db, token)
-    if owner is None:
-        raise Unauthenticated()
+    owner = identity.owner_id
+    required = state.settings.auth_scopes.get(_group(request.url.path), [])  # type: ignore[call-overload]
+    if required and not identity.grants(required):
+        raise InsufficientScope(required)
     refused = state.limiter.take(owner)
     if refused is not None:
         if refused.first:
@@ -125,8 +145,12 @@ async def current_principal(
                                  code="rate_limited", thread_id="", turn_id="")
             await append_audit(state.app.services.db.pool, record, now=state.app.services.clock())
         raise RateLimited(refused.retry_after)
-    context = Context(owner_id=owner, timezone=state.settings.default_timezone, channel="chat")
-    return Principal(owner_id=owner, context=context, server=state)
+    profile = await get_profile(state.app.services.db, owner)
+    zone, locale, name = resolve(profile, claimed_timezone=identity.timezone, claimed_locale=identity.locale,
+                                 claimed_name=identity.display_name, default_timezone=state.settings.default_timezone)
+    context = Context(owner_id=owner, timezone=zone, channel="chat")
+    return Principal(owner_id=owner, context=context, identity=identity, display_name=name, locale=locale,
+                     server=state)
 
 
 PrincipalDep = Annotated[Principal, Depends(current_principal)]

@@ -22,7 +22,8 @@ from policies.errors import ErrorCode, InvalidArgs, TollgateError
 from web.hub import TurnStopped
 from web.schemas import ApiErrorCode, ErrorBody
 
-__all__ = ["STATUS_BY_CODE", "RateLimited", "Unauthenticated", "documented", "install_error_handlers"]
+__all__ = ["STATUS_BY_CODE", "InsufficientScope", "RateLimited", "Unauthenticated", "documented",
+           "install_error_handlers"]
 
 _log = logging.getLogger("tollgate.web")
 
@@ -48,6 +49,16 @@ class Unauthenticated(Exception):
 
     def __init__(self) -> None:
         super().__init__("a valid bearer token is required")
+
+
+class InsufficientScope(Exception):
+    """The credential is valid but does not grant what this route group requires (403)."""
+
+    code: Final = "insufficient_scope"
+
+    def __init__(self, required: list[str]) -> None:
+        self.required = required
+        super().__init__(f"this route needs the scope(s) {' '.join(required)}")
 
 
 class RateLimited(Exception):
@@ -98,6 +109,13 @@ async def _unauthenticated(_request: Request, exc: Exception) -> JSONResponse:
     return _body("unauthenticated", str(exc), 401, headers={"WWW-Authenticate": "Bearer"})
 
 
+async def _insufficient_scope(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, InsufficientScope)
+    # RFC 6750 section 3: the error and the scope the client must ask its provider for.
+    challenge = f'Bearer error="insufficient_scope", scope="{" ".join(exc.required)}"'
+    return _body("insufficient_scope", str(exc), 403, headers={"WWW-Authenticate": challenge})
+
+
 async def _rate_limited(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RateLimited)
     return _body("rate_limited", str(exc), 429, headers={"Retry-After": str(math.ceil(exc.retry_after))})
@@ -125,6 +143,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(TollgateError, _tollgate_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Unauthenticated, _unauthenticated)
+    app.add_exception_handler(InsufficientScope, _insufficient_scope)
     app.add_exception_handler(RateLimited, _rate_limited)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(OperationalError, _database_down)
@@ -132,7 +151,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 _DESCRIPTIONS: Final[dict[int, str]] = {
-    401: "No bearer token, or an unknown or revoked one (`unauthenticated`).",
+    401: "No bearer token, or an unknown, revoked, expired or otherwise invalid one (`unauthenticated`).",
+    403: "The token is valid but lacks a scope this route group requires (`insufficient_scope`).",
     404: "No such thread, turn or approval for this caller: another owner's is indistinguishable from none.",
     409: "The approval is no longer pending (decided, superseded) or its token no longer matches; or the turn was stopped (`cancelled`).",
     422: "The request broke its schema (`invalid_args`, with `violations`).",

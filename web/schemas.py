@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
+from zoneinfo import available_timezones
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from graph.events import EventType
+from graph.profiles import LOCALE_PATTERN
 from policies.errors import ErrorCode
 from policies.hitl import MAX_ACTIONS
 from policies.storable import MAX_DEPTH, depth_of, unstorable
@@ -39,6 +41,9 @@ __all__ = [
     "ThreadStatus",
     "ThreadSummary",
     "ThreadsOut",
+    "MeOut",
+    "MePatch",
+    "ProfileOut",
     "StopOut",
     "ThreadPatch",
     "ThreadsQuery",
@@ -68,7 +73,8 @@ Message = Annotated[str, StringConstraints(min_length=1, max_length=_MAX_MESSAGE
 Note = Annotated[str, StringConstraints(min_length=1, max_length=_MAX_NOTE), AfterValidator(storable)]
 ThreadId = Annotated[str, StringConstraints(pattern=THREAD_ID_PATTERN)]
 
-ApiErrorCode = ErrorCode | Literal["unauthenticated", "rate_limited", "method_not_allowed", "cancelled"]
+ApiErrorCode = ErrorCode | Literal["unauthenticated", "insufficient_scope", "rate_limited", "method_not_allowed",
+                                   "cancelled"]
 """Every ``code`` an error response can carry: the taxonomy plus the transport's own."""
 ThreadStatus = Literal["idle", "running", "awaiting_approval"]
 """``running``: a turn's events are still arriving; ``awaiting_approval``: one is pending."""
@@ -169,6 +175,44 @@ class ThreadPatch(_Wire):
 
     title: str = Field(max_length=200)
     """The thread's new title; empty gives it back its first message."""
+
+
+# The IANA zones this machine knows, as an enum: the schema itself says which values are valid.
+TimezoneName = Literal[tuple(sorted(available_timezones()))]  # type: ignore[valid-type]
+
+
+class MePatch(_Wire):
+    """Body of ``PATCH /v1/me``: the fields to set (``null`` clears one)."""
+
+    display_name: str | None = Field(default=None, max_length=200, pattern=r"^[^\x00-\x1f\x7f]*$")
+    timezone: TimezoneName | None = Field(default=None, description="An IANA timezone, e.g. Europe/Paris.")
+    locale: str | None = Field(default=None, max_length=40, pattern=LOCALE_PATTERN,
+                               description="A language tag, e.g. fr-FR.")
+
+
+class ProfileOut(BaseModel):
+    """What the owner set themselves (``null``: not set)."""
+
+    display_name: str | None
+    timezone: str | None
+    locale: str | None
+
+
+class MeOut(BaseModel):
+    """``GET /v1/me``."""
+
+    owner_id: str
+    """The owner the credential proves."""
+    display_name: str
+    """The name in effect: the profile's, else the token's."""
+    timezone: str
+    """The timezone in effect: the profile's, else the token's ``zoneinfo``, else the server's default."""
+    locale: str | None
+    """The locale in effect: the profile's, else the token's."""
+    scopes: list[str]
+    """What the credential grants (empty for a stored token, which grants every route)."""
+    profile: ProfileOut
+    """What the owner set themselves."""
 
 
 class StopOut(BaseModel):

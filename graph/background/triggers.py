@@ -21,6 +21,7 @@ from psycopg.rows import dict_row
 from graph.app import App
 from graph.background.queue import RUN_START, defer_run_job
 from graph.background.store import ensure_inbox, insert_run, new_run_id
+from graph.profiles import timezone_of
 from policies.fencing import fence, new_nonce
 from tools._render import clip
 from tools.triggers import describe_rule
@@ -123,7 +124,7 @@ async def _fire(app: App, rule: dict[str, Any], item: dict[str, Any], key: str) 
             source="trigger",
             title=clip(f"{describe_rule(rule)}: {subject}", 120),
             instruction=rule_instruction(rule, rule["kind"], item),
-            timezone=svc.settings.default_timezone,
+            timezone=await timezone_of(conn, rule["owner_id"], svc.settings.default_timezone),
             origin_thread_id=inbox,
             trigger_id=rule["id"],
         )

@@ -1,0 +1,49 @@
+"""``GET /v1/me`` and ``PATCH /v1/me``: who the caller is, and the profile every surface uses for them."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from graph.profiles import Profile, get_profile, resolve, update_profile
+from policies.errors import InvalidArgs
+from web.deps import PrincipalDep
+from web.errors import documented
+from web.schemas import MeOut, MePatch, ProfileOut
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/me", tags=["me"])
+
+
+def _me(principal: PrincipalDep, profile: Profile) -> MeOut:
+    identity = principal.identity
+    zone, locale, name = resolve(profile, claimed_timezone=identity.timezone, claimed_locale=identity.locale,
+                                 claimed_name=identity.display_name,
+                                 default_timezone=principal.server.settings.default_timezone)
+    return MeOut(owner_id=principal.owner_id, display_name=name, timezone=zone, locale=locale,
+                 scopes=sorted(identity.scopes),
+                 profile=ProfileOut(display_name=profile.display_name, timezone=profile.timezone,
+                                    locale=profile.locale))
+
+
+@router.get("", summary="Who am I", responses=documented(401, 403, 429, 503))
+async def read_me(principal: PrincipalDep) -> MeOut:
+    """The caller's owner id; the timezone, locale and name in effect for them (their profile's, else
+    their token's claims, else the server's defaults) and what they set themselves; their scopes."""
+    return _me(principal, await get_profile(principal.app.services.db, principal.owner_id))
+
+
+@router.patch("", summary="Set my timezone, locale or name", responses=documented(401, 403, 422, 429, 503))
+async def update_me(body: MePatch, principal: PrincipalDep) -> MeOut:
+    """Set the fields given (``null`` clears one: back to the token's claim or the server's default).
+
+    From the next request on, "today", "tomorrow at 9" and every time shown follow the new
+    timezone, on every surface. An unknown timezone or a malformed locale is refused (422) and
+    changes nothing.
+    """
+    given = {name: getattr(body, name) for name in body.model_fields_set}
+    try:
+        profile = await update_profile(principal.app.services.db, principal.owner_id, **given)
+    except ValueError as exc:
+        raise InvalidArgs("me", [str(exc)]) from None
+    return _me(principal, profile)
