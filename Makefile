@@ -16,7 +16,7 @@ export LANGGRAPH_CLI_NO_ANALYTICS := 1
 export LANGSMITH_TRACING := false
 export LANGGRAPH_NO_VERSION_CHECK := true
 
-.PHONY: setup setup-studio run chat studio test eval bench bench-smoke lock clean
+.PHONY: setup setup-studio run chat studio studio-open test eval bench bench-smoke lock clean
 
 # Dependencies are compiled to bytecode when installed (pip's default, not uv's): a process that
 # may not write bytecode (PYTHONDONTWRITEBYTECODE) would otherwise compile LangGraph, LangChain and
@@ -51,6 +51,10 @@ chat: setup
 ## No reloader: it would watch the database files under ./var (restart after a code change).
 studio: setup-studio
 	$(STUDIO_VENV)/bin/langgraph dev --no-browser --no-reload --port $(or $(PORT),2024)
+
+## The same without authentication, for development on this machine only (127.0.0.1; it says so as it starts).
+studio-open: setup-studio
+	$(STUDIO_VENV)/bin/langgraph dev --config langgraph-open.json --host 127.0.0.1 --no-browser --no-reload --port $(or $(PORT),2024)
 
 ## Every test, against a real (embedded) PostgreSQL.
 test: setup setup-studio

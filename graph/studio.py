@@ -15,6 +15,8 @@ Two objects, both named in ``langgraph.json``:
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
@@ -28,15 +30,17 @@ from graph.services import Services
 from graph.settings import Settings
 from graph.turn import build_graph
 
-__all__ = ["checkpointer", "graph"]
+__all__ = ["checkpointer", "graph", "services"]
 
+_log = logging.getLogger("tollgate.studio")
 _lock = asyncio.Lock()
 _services: list[Services] = []
 # Entered once and kept open for the life of the server process (the platform has no hook to close it).
 _resources = AsyncExitStack()
 
 
-async def _provider() -> Services:
+async def services() -> Services:
+    """The graph's services, built once per server process (the authentication handlers share them)."""
     if _services:
         return _services[0]
     async with _lock:
@@ -63,5 +67,10 @@ async def checkpointer() -> AsyncIterator[AsyncPostgresSaver]:
         yield await open_checkpointer(db)
 
 
-graph = build_graph(_provider, step_budget=Settings().step_budget)
+if os.environ.get("TOLLGATE_STUDIO_OPEN") == "true":
+    # `make studio-open` (langgraph-open.json): no authentication. Said once, loudly, at start.
+    _log.warning("Studio runs WITHOUT authentication: anyone who reaches this port can act as any owner. "
+                 "Keep it on 127.0.0.1, for development only; `make studio` authenticates every request.")
+
+graph = build_graph(services, step_budget=Settings().step_budget)
 """The compiled turn graph, for ``langgraph.json``."""

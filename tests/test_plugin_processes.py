@@ -155,7 +155,8 @@ async def test_langgraph_dev_serves_the_plugin_through_the_sdk(
     url = f"http://127.0.0.1:{port}"
     try:
         wait_answering(f"{url}/ok", proc, log, what="langgraph dev")
-        client = get_client(url=url)
+        token = await issue_token(db, owner, label="studio test")
+        client = get_client(url=url, headers={"Authorization": f"Bearer {token}"})
         try:
             thread = await client.threads.create()
             result = await client.runs.wait(thread["thread_id"], "tollgate", context={"owner_id": owner},

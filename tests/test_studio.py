@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from langgraph_sdk import get_client
+from langgraph_sdk.errors import AuthenticationError, NotFoundError, PermissionDeniedError
 from langgraph_sdk.client import LangGraphClient
 
 from graph._env import child_environment, stop_group
@@ -34,6 +35,7 @@ from tests.children import free_port, wait_answering
 from tests.harness import Turns
 from tests.readme_blocks import blocks_run_by
 from tools.demo import seed_demo
+from web.auth import issue_token
 
 _ROOT = Path(__file__).resolve().parent.parent
 _LANGGRAPH = _ROOT / ".venv-studio" / "bin" / "langgraph"
@@ -68,10 +70,15 @@ def studio_url(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> 
         stop_group(proc)
 
 
+def _client(url: str, token: str | None) -> LangGraphClient:
+    """A ``langgraph_sdk`` client, as Studio talks to the local API (with the owner's bearer token)."""
+    return get_client(url=url, headers={"Authorization": f"Bearer {token}"} if token else None)
+
+
 @pytest.fixture
-async def studio(studio_url: str) -> AsyncIterator[LangGraphClient]:
-    """A ``langgraph_sdk`` client, as Studio talks to the local API."""
-    client = get_client(url=studio_url)
+async def studio(studio_url: str, db: Database, demo_owner: str) -> AsyncIterator[LangGraphClient]:
+    """A client authenticated as ``demo_owner``: every request to ``langgraph dev`` must carry a credential."""
+    client = _client(studio_url, await issue_token(db, demo_owner, label="studio test"))
     try:
         yield client
     finally:
@@ -264,29 +271,37 @@ async def test_a_request_of_two_actions_is_shown_and_decided_in_studio(
     assert await _mail_sent(db, demo_owner) == 0
 
 
-async def test_a_studio_resume_as_another_owner_runs_nothing_and_leaves_the_approval_pending(
-    studio: LangGraphClient, settings: Settings, db: Database, demo_owner: str
+async def test_another_owner_can_neither_open_nor_resume_the_thread_nor_run_as_its_owner(
+    studio: LangGraphClient, studio_url: str, settings: Settings, db: Database, demo_owner: str
 ) -> None:
     contract = EventContract()
     tid = (await studio.threads.create())["thread_id"]
-    context = {"owner_id": demo_owner}
-    await _run(studio, tid, contract, input=_user("what's on my calendar today?"), context=context)
-    await _run(studio, tid, contract, input=_user("cancel the 2nd one"), context=context)
+    await _run(studio, tid, contract, input=_user("what's on my calendar today?"))  # the owner is the token's
+    await _run(studio, tid, contract, input=_user("cancel the 2nd one"))
     [interrupt] = (await studio.threads.get_state(tid))["interrupts"]
     approval_id = interrupt["value"]["approval"]["id"]
-
-    # The token binds the owner: resuming under any other owner (Studio lets anyone type one) runs
-    # nothing, and the approval node asks again: the genuine approval stays pending for its owner.
     resume = {"token": interrupt["value"]["approval"]["token"], "decisions": [{"type": "approve"}]}
-    refused = [part async for part in studio.runs.stream(tid, "tollgate", stream_mode="custom",
-                                                         command={"resume": resume}, context={"owner_id": "o_intruder"})]
-    assert not [p for p in refused if p.event == "custom"]  # no event: nothing was decided
+
+    intruder = _client(studio_url, await issue_token(db, "o_intruder", label="studio test"))
+    try:
+        with pytest.raises(NotFoundError):  # another owner's thread is missing to them
+            await intruder.threads.get_state(tid)
+        with pytest.raises(NotFoundError):  # their resume (with the genuine token) finds no thread to run on
+            [part async for part in intruder.runs.stream(tid, "tollgate", stream_mode="custom", command={"resume": resume})]
+        mine = (await intruder.threads.create())["thread_id"]
+        with pytest.raises(Exception, match="403") as refused:  # a context naming another owner is refused outright
+            await intruder.runs.wait(mine, "tollgate", input=_user("cancel everything"), context={"owner_id": demo_owner})
+        assert "authenticated owner only" in str(refused.value.__dict__) + str(refused.value)
+        theirs = [t["thread_id"] for t in await intruder.threads.search()]
+        assert tid not in theirs and mine in theirs
+    finally:
+        await intruder.aclose()
     assert (await _calendar(db, demo_owner))["Lunch with Sam"] == "confirmed"
     [again] = (await studio.threads.get_state(tid))["interrupts"]
     assert again["value"]["approval"]["id"] == approval_id
     assert await _listed(settings, demo_owner) == [approval_id]
 
-    done = await _run(studio, tid, contract, resume=True, command={"resume": resume}, context=context)
+    done = await _run(studio, tid, contract, resume=True, command={"resume": resume})
     assert _last(done, "message_complete")["outcome"] == "executed"
     assert (await _calendar(db, demo_owner))["Lunch with Sam"] == "cancelled"
     async with db.pool.connection() as conn:
@@ -294,13 +309,33 @@ async def test_a_studio_resume_as_another_owner_runs_nothing_and_leaves_the_appr
         assert await cur.fetchone() == {"status": "executed"}
 
 
-async def test_a_studio_run_without_an_owner_runs_nothing(studio: LangGraphClient, db: Database) -> None:
-    thread = await studio.threads.create()
-    with pytest.raises(Exception, match="owner_id"):
-        await studio.runs.wait(thread["thread_id"], "tollgate", input=_user("what's on my calendar today?"))
-    async with db.pool.connection() as conn:
-        cur = await conn.execute("SELECT count(*) AS n FROM threads WHERE thread_id = %s", (thread["thread_id"],))
-        assert await cur.fetchone() == {"n": 0}
+async def test_langgraph_dev_refuses_a_request_without_a_valid_credential(studio_url: str, db: Database) -> None:
+    for token in (None, "tg_not-a-real-token"):
+        anonymous = _client(studio_url, token)
+        try:
+            with pytest.raises(AuthenticationError):
+                await anonymous.threads.create()
+            with pytest.raises(AuthenticationError):
+                await anonymous.assistants.search(graph_id="tollgate")
+        finally:
+            await anonymous.aclose()
+
+
+async def test_an_http_thread_cannot_be_claimed_in_studio_by_another_owner(
+    studio_url: str, settings: Settings, db: Database, demo_owner: str
+) -> None:
+    """Threads of the HTTP API and the CLI live in our database; Studio's store learns of them when
+    opened by id: only their owner may open them."""
+    ctx = Context(owner_id=demo_owner, timezone="UTC", channel="chat")
+    tid = str(uuid.uuid4())
+    async with open_app(settings) as app:
+        await Turns(app.runner).send(ctx, tid, "what's on my calendar today?")
+    intruder = _client(studio_url, await issue_token(db, "o_claimer", label="studio test"))
+    try:
+        with pytest.raises(PermissionDeniedError):
+            await intruder.threads.create(thread_id=tid, if_exists="do_nothing", graph_id="tollgate")
+    finally:
+        await intruder.aclose()
 
 
 async def _started(studio: LangGraphClient, owner: str, text: str) -> tuple[str, dict[str, str]]:
@@ -380,11 +415,12 @@ async def test_the_readme_snippet_opens_an_http_thread_with_its_pending_approval
     script = tmp_path / "open_thread.py"
     script.write_text(code.replace("http://127.0.0.1:2024", studio_url))
     python = str(_ROOT / ".venv" / "bin" / "python")
-    shown = subprocess.run([python, str(script), tid], capture_output=True, text=True, timeout=120)
+    env = {**os.environ, "TOLLGATE_TOKEN": await issue_token(db, demo_owner, label="readme")}
+    shown = subprocess.run([python, str(script), tid], capture_output=True, text=True, timeout=120, env=env)
     assert shown.returncode == 0, shown.stderr[-3000:]
     assert shown.stdout.startswith("calendar__cancel_event - Cancel “Lunch with Sam”"), shown.stdout
 
     script.write_text(code.replace("http://127.0.0.1:2024", studio_url).replace(', graph_id="tollgate"', ""))
-    empty = subprocess.run([python, str(script), bare], capture_output=True, text=True, timeout=120)
+    empty = subprocess.run([python, str(script), bare], capture_output=True, text=True, timeout=120, env=env)
     assert empty.returncode == 0, empty.stderr[-3000:]
     assert empty.stdout == ""  # the README's old snippet: Studio showed the thread empty

@@ -9,6 +9,8 @@ the developer's is left alone.
 from __future__ import annotations
 
 import os
+import secrets
+import sys
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +27,7 @@ from graph.services import utc_now
 from tests.children import free_port, wait_answering
 from tests.test_studio import _LANGGRAPH, _ROOT
 from tools.demo import seed_demo
+from web.auth import hash_token
 
 _OFF = ("TOLLGATE_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_")
 
@@ -37,7 +40,7 @@ def default_studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[s
             pytest.fail("`make setup-studio` did not run")
         pytest.skip("run `make setup-studio` first")
     work = tmp_path_factory.mktemp("studio-default")
-    for name in ("Makefile", "langgraph.json", "pyproject.toml", "requirements.lock", "requirements-studio.lock",
+    for name in ("Makefile", "langgraph.json", "langgraph-open.json", "pyproject.toml", "requirements.lock", "requirements-studio.lock",
                  "examples", ".venv", ".venv-studio"):
         (work / name).symlink_to(_ROOT / name)
     data_dir, log = work / "var", work / "make-studio.log"
@@ -66,11 +69,13 @@ async def test_make_studio_runs_and_resumes_a_write_with_no_secret_set(default_s
     database = status(data_dir).url
     assert database is not None  # the embedded server, started by langgraph dev itself
     owner = "studio-default"
+    token = f"tg_{secrets.token_urlsafe(32)}"
     async with await psycopg.AsyncConnection.connect(database, autocommit=True, row_factory=dict_row) as conn:
         async with conn.transaction():
             await seed_demo(conn, owner, utc_now(), "UTC")
+            await conn.execute("INSERT INTO api_tokens (token_hash, owner_id) VALUES (%s, %s)", (hash_token(token), owner))
 
-    client = get_client(url=url)
+    client = get_client(url=url, headers={"Authorization": f"Bearer {token}"})
     context = {"owner_id": owner, "timezone": "UTC"}
     tid = (await client.threads.create())["thread_id"]
     for text in ("what's on my calendar today?", "cancel the 2nd one"):
@@ -91,3 +96,21 @@ async def test_make_studio_runs_and_resumes_a_write_with_no_secret_set(default_s
     printed = log.read_text()
     assert "Blocking" not in printed, printed[-3000:]
     assert "changes detected" not in printed  # no file watcher on the database files under the data directory
+
+
+def test_make_studio_open_serves_without_credentials_on_loopback_and_says_so(
+    default_studio: tuple[str, Path, Path],
+) -> None:
+    """The unauthenticated mode: bound to 127.0.0.1 by the Makefile, and loud about it as it starts."""
+    root = Path(__file__).resolve().parent.parent
+    dry = subprocess.run(["make", "-n", "-C", str(root), "studio-open", "PORT=2099"], capture_output=True, text=True,
+                         check=True)
+    assert "--config langgraph-open.json --host 127.0.0.1" in dry.stdout
+    assert "disable_studio_auth" not in (root / "langgraph-open.json").read_text()
+    assert '"auth"' not in (root / "langgraph-open.json").read_text()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_OFF) and k not in ("DATABASE_URL", "MAKEFLAGS")}
+    env["TOLLGATE_STUDIO_OPEN"] = "true"
+    shown = subprocess.run([sys.executable, "-c", "import graph.studio"], env=env, capture_output=True, text=True,
+                           timeout=120, cwd=default_studio[1].parent)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "WITHOUT authentication" in shown.stderr
