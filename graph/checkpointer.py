@@ -175,7 +175,7 @@ async def _set_up_one_at_a_time(db: Database, serde: JsonPlusSerializer) -> None
     with an older snapshot, and a statement waiting in ``pg_advisory_lock`` is one, so the holder
     would wait for the waiter (a deadlock PostgreSQL detects and breaks by failing a start).
     """
-    async with db.pool.connection() as conn:
+    async with db.admin() as conn:  # schema changes: the privileged role, never the pool's
         while not await _try_lock(conn, _SETUP_LOCK_KEY):
             await asyncio.sleep(0.05)
         try:

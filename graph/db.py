@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import psycopg
 import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
-from psycopg import AsyncConnection
-from psycopg.conninfo import conninfo_to_dict
+import psycopg
+from psycopg import AsyncConnection, sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -27,7 +27,7 @@ from graph.settings import Settings
 if TYPE_CHECKING:
     from tools.registry import Registry
 
-__all__ = ["Database", "DatabaseUnreachable", "ToolMigrationChanged", "apply_migrations", "apply_tool_migrations", "embedded_url", "open_database"]
+__all__ = ["SERVING_ROLE", "Database", "DatabaseUnreachable", "ToolMigrationChanged", "apply_migrations", "apply_tool_migrations", "embedded_url", "open_database"]
 
 # How long start-up waits for the database before saying it cannot reach it.
 _CONNECT_SECONDS = 5.0
@@ -80,7 +80,7 @@ async def apply_tool_migrations(db: Database, registry: Registry) -> None:
     for tool in registry.tools:
         if not tool.migrations:
             continue
-        async with db.pool.connection() as conn, conn.transaction():
+        async with db.admin() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK_KEY,))
             cur = await conn.execute("SELECT step, digest FROM tool_migrations WHERE tool = %s", (tool.name,))
             applied = {row["step"]: row["digest"] for row in await cur.fetchall()}
@@ -132,28 +132,67 @@ class ToolMigrationChanged(RuntimeError):
         super().__init__(f"migration step {step} of tool {tool!r} changed after it was applied; add a new step instead")
 
 
+SERVING_ROLE: Final = "tollgate_serve"
+"""The login role the embedded setup serves as: a member of ``tollgate_app`` (migration 0003), so it
+may use Tollgate's tables but not change their schema, and only read and append the audit log."""
+
+
 @dataclass(frozen=True, slots=True)
 class Database:
     """An open database: its URL and the shared connection pool."""
 
     url: str
-    """The connection URL (may point at the embedded server's socket)."""
+    """The connection URL the pool uses (may point at the embedded server's socket)."""
     pool: AsyncConnectionPool[AsyncConnection[dict[str, Any]]]
     """Autocommit connections with dict rows, shared by the checkpointer and our stores."""
+    admin_url: str = ""
+    """The privileged URL schema changes use (migrations, the checkpointer's, the job queue's,
+    tools'); empty: ``url``. The pool never connects with it."""
+
+    @asynccontextmanager
+    async def admin(self) -> AsyncIterator[AsyncConnection[dict[str, Any]]]:
+        """A connection of its own for a schema change, as the privileged role, closed after."""
+        conn = await AsyncConnection.connect(self.admin_url or self.url, autocommit=True, row_factory=dict_row)
+        try:
+            yield conn
+        finally:
+            await conn.close()
 
 
-async def _resolve_url(settings: Settings) -> str:
+async def _resolve_urls(settings: Settings) -> tuple[str, str]:
+    """(the serving URL, the privileged URL)."""
     if settings.database_url:
-        return settings.database_url
-    return await asyncio.to_thread(embedded_url, settings.data_dir)
+        return settings.database_url, settings.migration_database_url or settings.database_url
+    admin = await asyncio.to_thread(embedded_url, settings.data_dir)
+    return make_conninfo(admin, user=SERVING_ROLE), admin
+
+
+async def _ensure_serving_role(conn: AsyncConnection[Any]) -> None:
+    """The embedded server's serving login (local socket, no password: the server listens on nothing else)."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK_KEY,))
+        cur = await conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (SERVING_ROLE,))
+        if await cur.fetchone() is None:
+            await conn.execute(sql.SQL("CREATE ROLE {} LOGIN INHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS"
+                                       " IN ROLE tollgate_app").format(sql.Identifier(SERVING_ROLE)))
 
 
 @asynccontextmanager
 async def open_database(settings: Settings, *, migrate: bool = True) -> AsyncIterator[Database]:
-    """Open the database for ``settings``; migrate it unless told not to."""
-    url = await _resolve_url(settings)
+    """Open the database for ``settings``; migrate it (as the privileged role) unless told not to.
+
+    The embedded server is served as :data:`SERVING_ROLE`, never as its superuser; an external
+    one as ``DATABASE_URL``'s user, with schema changes on ``TOLLGATE_MIGRATION_DATABASE_URL`` when set.
+    """
+    url, admin_url = await _resolve_urls(settings)
     if settings.database_url:
         await _check_reachable(url)
+    if migrate or not settings.database_url:
+        async with await AsyncConnection.connect(admin_url, autocommit=True, row_factory=dict_row) as conn:
+            if migrate:
+                await apply_migrations(conn)
+            if not settings.database_url:
+                await _ensure_serving_role(conn)
     pool: AsyncConnectionPool[AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
         url,
         min_size=1,
@@ -163,9 +202,6 @@ async def open_database(settings: Settings, *, migrate: bool = True) -> AsyncIte
     )
     await pool.open(wait=True, timeout=30)
     try:
-        if migrate:
-            async with pool.connection() as conn:
-                await apply_migrations(conn)
-        yield Database(url=url, pool=pool)
+        yield Database(url=url, pool=pool, admin_url=admin_url)
     finally:
         await pool.close()

@@ -26,7 +26,10 @@ class Settings(BaseSettings):
     environment: Literal["development", "production"] = "development"
     """``production`` refuses unsafe defaults (a missing or placeholder approval secret)."""
     database_url: str | None = Field(default=None, validation_alias="DATABASE_URL")
-    """PostgreSQL URL; unset means an embedded server under ``data_dir``."""
+    """PostgreSQL URL the server uses; unset means an embedded server under ``data_dir``."""
+    migration_database_url: str | None = None
+    """A privileged URL for schema changes at start-up (unset: ``DATABASE_URL``), so the serving
+    role can be one without DDL."""
     data_dir: Path = Path("var")
     """Where the embedded PostgreSQL keeps its data and where dev secrets are stored."""
     approval_secret: SecretStr | None = None

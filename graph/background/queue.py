@@ -75,7 +75,7 @@ async def ensure_queue_schema(db: Database) -> None:
     if db.url in _ready:
         return
     wanted = queue_version()
-    async with db.pool.connection() as conn, conn.transaction():
+    async with db.admin() as conn, conn.transaction():  # schema changes: the privileged role
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
         cur = await conn.execute("SELECT version FROM queue_schema WHERE name = 'procrastinate'")
         row = await cur.fetchone()

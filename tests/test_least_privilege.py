@@ -1,0 +1,89 @@
+"""The server never connects as a role that can change the schema or rewrite the audit log.
+
+Embedded (no ``DATABASE_URL``): migrations run as the embedded server's superuser, the pool as
+``tollgate_serve``, a member of ``tollgate_app``. External: the pool as ``DATABASE_URL``'s user,
+migrations on ``TOLLGATE_MIGRATION_DATABASE_URL`` (the session's server stands in for one, with a
+serving login of the test's own).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from graph.app import open_app
+from graph.db import SERVING_ROLE, Database, open_database
+from graph.embedded import stop
+from graph.settings import Settings
+from graph.state import Context
+
+_REFUSED = [
+    "UPDATE audit_log SET reason = 'rewritten'",
+    "DELETE FROM audit_log",
+    "TRUNCATE audit_log",
+    "ALTER TABLE audit_log DISABLE TRIGGER audit_log_no_change",
+    "DROP TABLE threads",
+    "ALTER TABLE approvals ADD COLUMN sneaky text",
+    "CREATE TABLE sneaky (id int)",
+    "DROP TRIGGER audit_log_no_change ON audit_log",
+]
+
+
+async def _serving_role_is_least_privileged(db: Database, role: str) -> None:
+    async with db.pool.connection() as conn:
+        row = await (await conn.execute("SELECT current_user AS who, usesuper FROM pg_user WHERE usename = current_user")).fetchone()
+        assert row == {"who": role, "usesuper": False}
+        for statement in _REFUSED:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                await conn.execute(statement)
+        # What it must do, it can: use the tables, append to the audit log.
+        thread = f"lp-{secrets.token_hex(4)}"
+        await conn.execute("INSERT INTO threads (thread_id, owner_id) VALUES (%s, 'o_lp')", (thread,))
+        await conn.execute("DELETE FROM threads WHERE thread_id = %s", (thread,))
+        assert (await (await conn.execute("SELECT count(*) AS n FROM audit_log")).fetchone()) is not None
+
+
+@pytest.fixture
+async def embedded(settings: Settings, tmp_path: Path) -> AsyncIterator[Settings]:
+    """Settings as on a fresh clone: no DATABASE_URL, the embedded server under a data directory of the test's own."""
+    data_dir = tmp_path / "var"
+    try:
+        yield settings.model_copy(update={"database_url": None, "migration_database_url": None, "data_dir": data_dir})
+    finally:
+        stop(data_dir)
+
+
+async def test_the_embedded_setup_serves_as_tollgate_serve(embedded: Settings) -> None:
+    async with open_database(embedded) as db:
+        await _serving_role_is_least_privileged(db, SERVING_ROLE)
+
+
+async def test_a_whole_app_runs_as_the_serving_role(embedded: Settings) -> None:
+    """Start-up's schema work (ours, the checkpointer's, tools') goes to the privileged role; turns run."""
+    async with open_app(embedded) as app:
+        out = await app.runner.send(Context(owner_id="o_lp", timezone="UTC"), "lp-thread", "what's on my calendar today?")
+        assert out.outcome in ("read", "reply")
+        await _serving_role_is_least_privileged(app.services.db, SERVING_ROLE)
+
+
+async def test_an_external_server_serves_as_database_urls_user_and_migrates_as_the_other(
+    settings: Settings, db: Database
+) -> None:
+    role = f"tollgate_serve_{secrets.token_hex(3)}"
+    async with db.pool.connection() as conn:
+        await conn.execute(sql.SQL("CREATE ROLE {} LOGIN INHERIT IN ROLE tollgate_app").format(sql.Identifier(role)))
+    try:
+        assert settings.database_url is not None
+        external = settings.model_copy(update={"database_url": make_conninfo(settings.database_url, user=role),
+                                               "migration_database_url": settings.database_url})
+        async with open_database(external) as served:
+            await _serving_role_is_least_privileged(served, role)
+    finally:
+        async with db.pool.connection() as conn:
+            await conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
