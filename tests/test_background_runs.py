@@ -33,6 +33,7 @@ from policies.errors import ApprovalInvalid, InvalidArgs, NotFound
 from tests.background_harness import count, ledger_kinds, run_row, wait_until
 from tests.server_harness import Api, LiveServer
 from tests.test_web_browser import _ARGS, _WAIT_MS, chromium  # noqa: F401 - fixture
+from tests.test_web_page import _check
 
 _cancel_on_first_decision: dict[str, Context] = {}
 _pause_on_first_decision: dict[str, Context] = {}
@@ -345,8 +346,8 @@ async def test_on_the_page_a_background_runs_approval_links_to_its_run_and_the_i
 
     await wait_until(waiting, what="the run to wait for its approval")
     async with async_playwright() as pw:
-        context = await pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=str(chromium), headless=True, args=_ARGS)
+        context = await pw.chromium.launch_persistent_context(  # bypass_csp: only to inject axe for the check
+            str(tmp_path / "profile"), executable_path=str(chromium), headless=True, args=_ARGS, bypass_csp=True)
         try:
             page = context.pages[0] if context.pages else await context.new_page()
             await page.goto(f"{live_server.url}/#token={api.token}")
@@ -356,6 +357,7 @@ async def test_on_the_page_a_background_runs_approval_links_to_its_run_and_the_i
             chip = page.locator(".chip").last
             await expect(chip.locator(".chip-preview")).to_contain_text("printer paper", timeout=_WAIT_MS)
             await expect(page.locator("#composer")).to_be_hidden()  # the run's thread is the server's
+            await _check(page, "desktop-background-run")
             await chip.locator("button.approve").click()
             await expect(chip.locator(".chip-state")).to_contain_text("its result lands in your inbox", timeout=_WAIT_MS)
 
@@ -366,5 +368,6 @@ async def test_on_the_page_a_background_runs_approval_links_to_its_run_and_the_i
             await chip.locator(".run-links button", has_text="Open the inbox").click()
             await expect(page.locator('.kind[data-kind="inbox"]')).to_have_attribute("aria-pressed", "true")
             await expect(page.locator(".msg.assistant .bubble").last).to_contain_text("printer paper", timeout=_WAIT_MS)
+            await _check(page, "desktop-inbox")
         finally:
             await context.close()

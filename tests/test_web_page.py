@@ -142,10 +142,11 @@ async def test_a_failed_send_keeps_the_text_and_says_why(
         await _check(page, f"{size}-send-failed")
 
 
+@pytest.mark.parametrize("size", ["phone", "desktop"])
 async def test_rename_search_and_delete_from_the_page(
-    api: Api, live_server: LiveServer, chromium: Path, tmp_path: Path
+    api: Api, live_server: LiveServer, chromium: Path, tmp_path: Path, size: str
 ) -> None:
-    async with _browser(chromium, tmp_path, "desktop") as page:
+    async with _browser(chromium, tmp_path, size) as page:
         await page.goto(f"{live_server.url}/#token={api.token}")
         await _send(page, "what's on my calendar today?")
         await expect(page.locator(".bubble.done").last).to_contain_text("Lunch with Sam", timeout=_WAIT_MS)
@@ -153,14 +154,19 @@ async def test_rename_search_and_delete_from_the_page(
         await page.click("#rename-thread")
         await expect(page.locator("#thread-title")).to_have_text("Plans")
         await expect(page.locator("#thread-list button.thread").first).to_contain_text("Plans")
+        if size == "phone":
+            await page.click("#open-threads")
         await page.fill("#thread-search", "nothing like this")
         await expect(page.locator("#thread-list li.empty")).to_have_text("No thread matches.")
         await page.fill("#thread-search", "plans")
         await expect(page.locator("#thread-list button.thread")).to_have_count(1)
+        await _check(page, f"{size}-search")
+        if size == "phone":
+            await page.keyboard.press("Escape")
         page.once("dialog", lambda d: d.accept())
         await page.click("#delete-thread")
         await expect(page.locator("#thread-title")).to_have_text("New chat")
-        await expect(page.locator("#thread-list li.empty")).to_be_visible()
+        await expect(page.locator("#thread-list li.empty")).to_have_text("No thread matches.")  # the search stays
 
 
 async def test_replies_are_markdown_with_nothing_that_runs(
@@ -185,14 +191,15 @@ async def test_replies_are_markdown_with_nothing_that_runs(
             assert await page.evaluate("() => window.pwned === undefined")
 
 
+@pytest.mark.parametrize("size", ["phone", "desktop"])
 async def test_stop_retry_copy_and_a_thinking_placeholder(
-    settings: Settings, demo_token: str, chromium: Path, tmp_path: Path
+    settings: Settings, demo_token: str, chromium: Path, tmp_path: Path, size: str
 ) -> None:
     from tests.conftest import NOW
 
     model = ScriptedModel(steps=[say("**First** reply.")])
     with serve(settings.model_copy(update={"rate_limit_burst": 1000}), clock=Clock(NOW), picker_model=model) as server:
-        async with _browser(chromium, tmp_path, "desktop") as page:
+        async with _browser(chromium, tmp_path, size) as page:
             await page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
             await page.goto(f"{server.url}/#token=tg_not-a-real-token")
             await _send(page, "hello")
@@ -213,7 +220,7 @@ async def test_stop_retry_copy_and_a_thinking_placeholder(
             await _send(page, "think hard")
             await expect(page.locator(".bubble.thinking")).to_have_text("Thinking…")
             await expect(page.locator("#stop")).to_be_visible()
-            await _check(page, "desktop-thinking")
+            await _check(page, f"{size}-thinking")
             await page.click("#stop")
             await expect(page.locator(".msg.stopped .bubble")).to_contain_text("Stopped", timeout=10_000)
             await expect(page.locator("#stop")).to_be_hidden()
@@ -223,6 +230,7 @@ async def test_stop_retry_copy_and_a_thinking_placeholder(
             model.steps[:] = [say("Back again.")]
             await _send(page, "are you there?")
             await expect(page.locator(".bubble.done").last).to_have_text("Back again.", timeout=_WAIT_MS)
+            await _check(page, f"{size}-markdown-stopped-retried")
 
 
 async def test_chat_and_approve_by_keyboard_alone(api: Api, live_server: LiveServer, chromium: Path, tmp_path: Path) -> None:
