@@ -361,10 +361,9 @@ async def test_on_the_page_a_background_runs_approval_links_to_its_run_and_the_i
             await chip.locator("button.approve").click()
             await expect(chip.locator(".chip-state")).to_contain_text("its result lands in your inbox", timeout=_WAIT_MS)
 
-            async def finished() -> bool | None:
-                return (await api.get(f"/v1/background-runs/{run_id}")).json()["status"] == "succeeded" or None
-
-            await wait_until(finished, what="the run to finish")
+            # Once the worker is done, the card that approved it shows the run's result.
+            await expect(chip.locator(".run-result")).to_contain_text("succeeded", timeout=_WAIT_MS)
+            await expect(chip.locator(".run-result .bubble")).to_contain_text("printer paper")
             await chip.locator(".run-links button", has_text="Open the inbox").click()
             await expect(page.locator('.kind[data-kind="inbox"]')).to_have_attribute("aria-pressed", "true")
             await expect(page.locator(".msg.assistant .bubble").last).to_contain_text("printer paper", timeout=_WAIT_MS)

@@ -348,7 +348,7 @@ function renderRequest(approval) {
   if (actions.length === 1) {
     const chip = renderChip({ ...approval, ...actions[0] }, async (decision) => {
       await runTurn(path, decision);
-      if (background) chip.append(runLinks(approval.thread_id));
+      if (background) { chip.append(runLinks(approval.thread_id)); showRunResult(chip, approval.thread_id); }
       return `Decided: ${decision.type}${background ? ". The run goes on in the background; its result lands in your inbox." : ""}`;
     });
     return chip;
@@ -381,7 +381,7 @@ function renderRequest(approval) {
     try {
       await runTurn(path, { decisions: chosen });
       note.textContent = `Decided: ${chosen.map((d) => d.type).join(", ")}`;
-      if (background) box.append(runLinks(approval.thread_id));
+      if (background) { box.append(runLinks(approval.thread_id)); showRunResult(box, approval.thread_id); }
     } catch (err) {
       note.textContent = `Not sent: ${err.message}`;
       if (err.status !== 409) submit.disabled = false;
@@ -408,6 +408,29 @@ function runLinks(runThread) {
     links.append(b);
   }
   return links;
+}
+
+// Once the worker has finished a background run, its result in the card that approved it.
+async function showRunResult(card, runThread) {
+  const path = `/v1/background-runs/${encodeURIComponent(runThread.replace(/^bg:/, ""))}`;
+  const final = new Set(["succeeded", "failed", "cancelled"]);
+  for (let wait = 1000; wait < 600000; wait = Math.min(wait * 1.5, 15000)) {
+    await new Promise((resolve) => setTimeout(resolve, wait));
+    let run;
+    try { run = await (await api(path)).json(); } catch (_) { return; }
+    if (!final.has(run.status)) continue;
+    const result = document.createElement("div");
+    result.className = "run-result";
+    const head = document.createElement("p");
+    head.className = "chip-state";
+    head.textContent = `The run ${run.status}${run.finished_at ? `, ${when(run.finished_at)}` : ""}:`;
+    const body = document.createElement("div");
+    body.className = "bubble";
+    setMarkdown(body, run.reply || "(no reply)");
+    result.append(head, body);
+    card.append(result);
+    return;
+  }
 }
 
 function setBusy(busy) {
