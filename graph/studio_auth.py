@@ -107,7 +107,19 @@ async def _run_as_the_caller(ctx: Auth.types.AuthContext, value: Auth.types.on.t
     if named not in (None, "", owner):
         raise Auth.exceptions.HTTPException(status_code=403, detail="a run acts for the authenticated owner only")
     context["owner_id"] = owner
+    if not context.get("timezone"):  # the owner's profile, as on every other surface
+        context["timezone"] = await _profile_timezone(owner)
     configurable = (kwargs.get("config") or {}).get("configurable")
     if isinstance(configurable, dict):  # the context as the platform mirrors it for the graph
         configurable["owner_id"] = owner
+        configurable.setdefault("timezone", context["timezone"])
     return {"owner": owner}
+
+
+async def _profile_timezone(owner: str) -> str:
+    from graph.profiles import timezone_of
+    from graph.studio import services
+
+    svc = await services()
+    async with svc.db.pool.connection() as conn:
+        return await timezone_of(conn, owner, svc.settings.default_timezone)

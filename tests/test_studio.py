@@ -424,3 +424,13 @@ async def test_the_readme_snippet_opens_an_http_thread_with_its_pending_approval
     empty = subprocess.run([python, str(script), bare], capture_output=True, text=True, timeout=120, env=env)
     assert empty.returncode == 0, empty.stderr[-3000:]
     assert empty.stdout == ""  # the README's old snippet: Studio showed the thread empty
+
+
+async def test_a_studio_run_takes_the_owners_profile_timezone(studio: LangGraphClient, db: Database, demo_owner: str) -> None:
+    from graph.profiles import update_profile
+
+    await update_profile(db, demo_owner, timezone="Asia/Tokyo")
+    tid = (await studio.threads.create())["thread_id"]
+    await _run(studio, tid, EventContract(), input=_user("remind me to call Sam tomorrow at 9am"))  # no context given
+    [interrupt] = (await studio.threads.get_state(tid))["interrupts"]
+    assert interrupt["value"]["action_requests"][0]["args"]["due_at"].endswith("T09:00:00+09:00")
