@@ -19,10 +19,10 @@ from graph.audit import AuditRecord, append_audit
 from graph.perimeter import governance_policy
 from graph.services import ServicesProvider
 from graph.state import Context, Plan, TurnState
-from nodes.flow_check import carried_by, is_outbound, shown_to_model
+from nodes.flow_check import carried_by, is_outbound, outbound_values, shown_to_model
 from policies.flow import Shown
 from nodes._common import NotRun, finalized, not_run, runs_unasked, seal, sink_for, thread_id_of, with_calls
-from policies.dlp import KIND_LABELS
+from policies.dlp import KIND_LABELS, scan_across
 from policies.governance import ActionFacts, govern
 
 __all__ = ["make_tier_gate"]
@@ -59,15 +59,24 @@ def make_tier_gate(provider: ServicesProvider) -> Any:
         kept: list[Plan] = []
         done: list[NotRun] = []
         shown: Shown | None = None  # what the model was shown: gathered once, for the first outbound read
+        policy = governance_policy(svc.settings)
+        sent = list(state.get("outbound") or [])  # what this turn sent out, then what this step will send
         for plan in plans:
             spec = svc.registry.action(plan["tool"], plan["action"])
             facts = ActionFacts(spec.args, spec.effect) if spec is not None else None
-            decision = govern(
-                plan["tool"], plan["action"], plan["args"], facts, svc.registry.tier_map(), governance_policy(svc.settings)
-            )
+            decision = govern(plan["tool"], plan["action"], plan["args"], facts, svc.registry.tier_map(), policy)
             flow: dict[str, Any] = {}
             mode = svc.settings.outbound_flow
-            if decision.verdict == "execute" and decision.args is not None and mode != "off" and is_outbound(svc, plan):
+            outbound = decision.verdict == "execute" and decision.args is not None and is_outbound(svc, plan)
+            if outbound and decision.mode == "enforce":
+                split = scan_across(sent, decision.args, policy.dlp)
+                if not split.clean:  # a secret split over this call and the one before it
+                    decision = replace(decision, verdict="refuse", reason="dlp_finding", code="egress_denied",
+                                       dlp=split.kinds, dlp_fields=("(across calls)",))
+                    outbound = False
+                else:
+                    sent += outbound_values({**plan, "args": decision.args})  # type: ignore[typeddict-item]
+            if outbound and mode != "off":
                 if shown is None:
                     shown = await shown_to_model(svc, state, thread_id)
                 out = carried_by({**plan, "args": decision.args}, shown, state)  # type: ignore[typeddict-item]

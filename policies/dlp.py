@@ -29,6 +29,7 @@ from policies._dlp_patterns import RULES, PatternRule, compile_rule
 
 __all__ = [
     "BUILTIN_DETECTORS",
+    "scan_across",
     "string_fields",
     "strings_in",
     "DEFAULT_DLP",
@@ -355,6 +356,16 @@ def scan_values(values: Any, policy: DlpPolicy = DEFAULT_DLP) -> DlpReport:
         return DlpReport(failure="scan_limit")
     except Exception:  # noqa: BLE001 - any scanner fault must block, never pass the value
         return DlpReport(failure="scanner_error")
+
+
+def scan_across(earlier: list[str], values: Any, policy: DlpPolicy = DEFAULT_DLP) -> DlpReport:
+    """Scan what an outbound call sends joined with what the turn sent just before it.
+
+    A secret split over two consecutive calls (``AKIA`` in one search, the rest in the next) is
+    in no single value; the last value sent, followed by this call's strings, is scanned as one
+    sequence (each value alone passed already; the joins are what is new).
+    """
+    return scan_values([*earlier[-1:], *strings_in(values)], policy)
 
 
 def scan_text(text: str, policy: DlpPolicy = DEFAULT_DLP) -> DlpReport:

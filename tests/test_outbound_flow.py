@@ -103,3 +103,23 @@ def test_spans_count_only_after_normalisation_and_never_the_users_own_words() ->
     assert carried(["invoice of eur"], shown).clean  # the user said it
     assert carried(["a payment is due"], shown).clean
     assert carried(["42.00 is"], shown, earlier=["EUR"]).sources == ("mail.read",)  # across two calls
+
+
+@pytest.mark.parametrize("same_step", [False, True], ids=["consecutive-steps", "one-answer"])
+async def test_a_secret_split_across_two_outbound_calls_is_refused(
+    settings: Settings, db: Database, model: ScriptedModel, clock: Clock, ctx: Context, web_server: WebServer,
+    same_step: bool,
+) -> None:
+    """Each half passes DLP alone; the second call is scanned joined with what the turn just sent."""
+    turns = await _turns(settings, db, model, clock, web_server)
+    first, second = {"query": "AKIA"}, {"query": "IOSFODNN7EXAMPLE"}
+    if same_step:
+        model.push(calls(("web__search", first), ("web__search", second)), say(""))
+    else:
+        model.push(call("web__search", first), call("web__search", second), say(""))
+    out = await turns.send(ctx, ctx.owner_id + "/secret-" + str(same_step), "look these up")
+    assert web_server.hits.queries == ["q=AKIA&format=json"]  # the second half never left
+    assert out.outcome != "proposed" and out.approval is None
+    rows = [r for r in await audit_rows(db, ctx.owner_id) if r["action"] == "search" and r["stage"] == "gate"]
+    assert [(r["decision"], r["reason"]) for r in rows] == [("execute", "mapped"), ("refuse", "dlp_finding")]
+    assert "aws_access_key_id" in rows[1]["detail"]["dlp"]
