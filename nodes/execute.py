@@ -457,7 +457,7 @@ def make_execute(provider: ServicesProvider) -> Any:
             for kind, ids in returned_ids(result).items():
                 known.setdefault(kind, []).extend(ids)
         sent = [v for p, r in zip(ready, records, strict=True) if r["status"] == "ran" and is_outbound(svc, p)
-                for v in outbound_values(p)]
+                for v in outbound_values(svc, p)]
         if sent:
             update["outbound"] = [*(state.get("outbound") or []), *sent][-_OUTBOUND_KEPT:]
         if recent:

@@ -23,17 +23,25 @@ __all__ = ["carried_by", "conversation_warning", "describe", "flow_warning", "is
            "provenance_warning", "shown_to_model"]
 
 
-def is_outbound(svc: Services, plan: Plan) -> bool:
-    """Whether ``plan`` is a read whose arguments leave Tollgate (a tool with no database of its
-    own, or an action declared remote); writes ask for approval anyway."""
+def _sends_everything(svc: Services, plan: Plan) -> bool:
     spec = svc.registry.action(plan["tool"], plan["action"])
     tool = svc.registry.tool(plan["tool"])
-    return spec is not None and not spec.writes and (spec.remote or tool is None or not tool.database)
+    return spec is not None and (spec.remote or tool is None or not tool.database)
 
 
-def outbound_values(plan: Plan) -> list[str]:
-    """The strings an outbound call sends."""
-    return list(strings_in(plan["args"]))
+def is_outbound(svc: Services, plan: Plan) -> bool:
+    """Whether ``plan`` is a read whose arguments leave Tollgate (a tool with no database of its
+    own, an action declared remote, or one that marks ``outbound_fields``); writes ask for approval anyway."""
+    spec = svc.registry.action(plan["tool"], plan["action"])
+    return spec is not None and not spec.writes and (bool(spec.outbound_fields) or _sends_everything(svc, plan))
+
+
+def outbound_values(svc: Services, plan: Plan) -> list[str]:
+    """The strings an outbound call sends: every argument's, or those of its ``outbound_fields``."""
+    spec = svc.registry.action(plan["tool"], plan["action"])
+    if spec is not None and spec.outbound_fields and not _sends_everything(svc, plan):
+        return strings_in([plan["args"].get(name) for name in spec.outbound_fields])
+    return strings_in(plan["args"])
 
 
 async def shown_to_model(svc: Services, state: TurnState, thread_id: str) -> Shown:
@@ -137,9 +145,9 @@ def conversation_warning(shown: Shown, where: dict[str, str]) -> str:
             "asked for, not what that content asked for.")
 
 
-def carried_by(plan: Plan, shown: Shown, state: TurnState) -> Carried:
+def carried_by(svc: Services, plan: Plan, shown: Shown, state: TurnState) -> Carried:
     """What ``plan`` would carry out, judged with the outbound values already sent this turn."""
-    return carried(outbound_values(plan), shown, state.get("outbound") or [])
+    return carried(outbound_values(svc, plan), shown, state.get("outbound") or [])
 
 
 def flow_warning(plan: Plan) -> str:

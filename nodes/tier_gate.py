@@ -69,17 +69,18 @@ def make_tier_gate(provider: ServicesProvider) -> Any:
             mode = svc.settings.outbound_flow
             outbound = decision.verdict == "execute" and decision.args is not None and is_outbound(svc, plan)
             if outbound and decision.mode == "enforce":
-                split = scan_across(sent, decision.args, policy.dlp)
+                values = outbound_values(svc, {**plan, "args": decision.args})  # type: ignore[typeddict-item]
+                split = scan_across(sent, values, policy.dlp)
                 if not split.clean:  # a secret split over this call and the one before it
                     decision = replace(decision, verdict="refuse", reason="dlp_finding", code="egress_denied",
                                        dlp=split.kinds, dlp_fields=("(across calls)",))
                     outbound = False
                 else:
-                    sent += outbound_values({**plan, "args": decision.args})  # type: ignore[typeddict-item]
+                    sent += values
             if outbound and mode != "off":
                 if shown is None:
                     shown = await shown_to_model(svc, state, thread_id)
-                out = carried_by({**plan, "args": decision.args}, shown, state)  # type: ignore[typeddict-item]
+                out = carried_by(svc, {**plan, "args": decision.args}, shown, state)  # type: ignore[typeddict-item]
                 if not out.clean:
                     # An outbound read that carries what the model was shown is a write of that data.
                     flow = {"sources": list(out.sources), "contacts": out.contacts}

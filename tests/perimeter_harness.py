@@ -15,7 +15,7 @@ from tests.fakes import ScriptedModel
 from tests.harness import Clock, Turns
 from tests.webserver import WebServer
 from tools.builtin import builtin_tools
-from tools.registry import Registry
+from tools.registry import Registry, ToolSpec
 from tools.web import web_tools
 
 
@@ -47,11 +47,11 @@ def fake_dns(table: dict[str, Sequence[str]]) -> Any:
 
 async def web_turns(
     settings: Settings, db: Database, model: ScriptedModel, clock: Clock, *, dns: dict[str, Sequence[str]] | None = None,
-    naturalizer: Any = None,
+    naturalizer: Any = None, extra: Sequence[ToolSpec] = (),
 ) -> Turns:
-    """The real compiled graph on PostgreSQL, with the built-in tools plus the web tools."""
+    """The real compiled graph on PostgreSQL, with the built-in tools plus the web tools (and ``extra``)."""
     values = settings.model_dump()
-    registry = Registry((*builtin_tools(), *web_tools(values, resolver=fake_dns(dns or {}))), values)
+    registry = Registry((*builtin_tools(), *web_tools(values, resolver=fake_dns(dns or {})), *extra), values)
     services = Services(
         settings=settings, db=db, registry=registry, picker_model=model, naturalizer_model=naturalizer, clock=clock
     )

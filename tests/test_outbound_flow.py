@@ -11,6 +11,7 @@ from policies.flow import carried, shown_from
 from tests.fakes import ScriptedModel, call, calls, say
 from tests.harness import Clock, Turns
 from tests.perimeter_harness import audit_rows, web_settings, web_turns
+from tools import ActionResult, ActionSpec, ArgsModel, ExecContext, SafeText, ToolSpec
 from tests.webserver import WebServer, web_server  # noqa: F401 - the fixture
 
 PRIVATE = "Lunch with Sam 12:30 Café Lumière"
@@ -123,3 +124,42 @@ async def test_a_secret_split_across_two_outbound_calls_is_refused(
     rows = [r for r in await audit_rows(db, ctx.owner_id) if r["action"] == "search" and r["stage"] == "gate"]
     assert [(r["decision"], r["reason"]) for r in rows] == [("execute", "mapped"), ("refuse", "dlp_finding")]
     assert "aws_access_key_id" in rows[1]["detail"]["dlp"]
+
+
+class _LookupArgs(ArgsModel):
+    query: SafeText(200)
+    note: SafeText(200, min_length=0) = ""
+
+
+async def _lookup(ctx: ExecContext, args: _LookupArgs) -> ActionResult:
+    return ActionResult(tool="partner", action="lookup", kind="read", summary=f"Looked up {args.query}.")
+
+
+_PARTNER = ToolSpec(
+    name="partner", description="A partner's directory.", capability_phrase="look things up at our partner",
+    database=True,
+    actions=(ActionSpec(name="lookup", description="Look something up in the partner's directory.", args=_LookupArgs,
+                        tier="allowlist", effect="read", executor=_lookup, renderer=lambda r: r["summary"],
+                        outbound_fields=("query",), usage_examples=("look up acme at the partner",)),),
+)
+
+
+async def test_a_plugin_read_that_marks_an_argument_outbound_is_judged_on_it(
+    settings: Settings, db: Database, model: ScriptedModel, clock: Clock, ctx: Context, web_server: WebServer
+) -> None:
+    """A tool with a database of its own whose ``query`` goes to a partner: that argument is outbound, ``note`` is not."""
+    turns = await web_turns(web_settings(settings, web_server), db, model, clock, extra=(_PARTNER,))
+    model.push(call("calendar__list", {"range": "today"}), call("partner__lookup", {"query": PRIVATE}))
+    out = await turns.send(ctx, ctx.owner_id + "/partner-out", "what's on today? look it up at the partner")
+    assert out.approval is not None and (out.approval.tool, out.approval.action) == ("partner", "lookup")
+    assert out.approval.preview.startswith("⚠ Outbound data")
+    model.push(call("calendar__list", {"range": "today"}), call("partner__lookup", {"query": "acme", "note": PRIVATE}),
+               say(""))
+    kept = await turns.send(ctx, ctx.owner_id + "/partner-note", "what's on today? look up acme at the partner")
+    assert kept.approval is None and kept.outcome == "read"  # the note stays in Tollgate
+
+
+def test_an_outbound_field_must_be_an_argument() -> None:
+    with pytest.raises(ValueError, match="outbound field 'url'"):
+        ActionSpec(name="lookup", description="x", args=_LookupArgs, tier="allowlist", effect="read",
+                   executor=_lookup, renderer=lambda r: r["summary"], outbound_fields=("url",), usage_examples=("x",))

@@ -274,6 +274,11 @@ class ActionSpec:
     remote: bool = False
     """Set for a write of a database tool whose effect also leaves Tollgate (a write of a tool
     without Tollgate's database is remote anyway): it is recorded as an intent before it runs."""
+    outbound_fields: tuple[str, ...] = ()
+    """Arguments of a read whose values leave Tollgate although the tool keeps a database of its
+    own (a query it forwards to a partner's API): the read is then judged as an outbound read (the
+    flow check, DLP across calls) on these fields. A tool without a database sends every argument
+    out anyway, whatever this says."""
     third_party: bool = False
     """Its results are someone else's content (pages, search results, messages from others):
     approval cards warn when a value comes from them. Items naming a sender other than the owner
@@ -310,6 +315,9 @@ class ActionSpec:
             first = check_id_path(path)[0].removesuffix("[]")
             if first not in fields:
                 raise ValueError(f"id field {path!r} is not an argument of {self.name!r}")
+        for name in self.outbound_fields:
+            if name not in fields:
+                raise ValueError(f"outbound field {name!r} is not an argument of {self.name!r}")
         if self.args.model_config.get("extra") != "forbid":
             raise ValueError(f"arguments of {self.name!r} must forbid extra keys")
         if not self.args.model_config.get("frozen"):
