@@ -182,6 +182,9 @@ class RecentList(TypedDict):
     """The turn that produced it."""
     listed_at: str
     """When it was listed (ISO 8601); the newest list is what "the 2nd one" refers to."""
+    ambiguous: NotRequired[bool]
+    """Set when one model answer listed this kind twice (two lists were shown at once): positions
+    would be ambiguous, so only ids bind until the next list."""
 
 
 def outcome_of(calls: list[CallRecord], *, waiting: bool = False) -> Outcome:

@@ -450,9 +450,15 @@ def make_execute(provider: ServicesProvider) -> Any:
             if record["writes"]:
                 lists_run = []  # a write changes what a list shows: the next list runs again
             elif result["kind"] == "list" and "list_kind" in result:
-                recent[result["list_kind"]] = RecentList(
-                    rows=list(result.get("rows", [])), turn_id=state.get("turn_id", ""),
-                    listed_at=svc.clock().isoformat())
+                kind = result["list_kind"]
+                rows = list(result.get("rows", []))
+                if kind in recent:  # a second list of the kind in one answer: which is "the 2nd one"?
+                    seen = {row["id"] for row in recent[kind]["rows"]}
+                    rows = [*recent[kind]["rows"], *(row for row in rows if row["id"] not in seen)]
+                listed = RecentList(rows=rows, turn_id=state.get("turn_id", ""), listed_at=svc.clock().isoformat())
+                if kind in recent:
+                    listed["ambiguous"] = True
+                recent[kind] = listed
                 lists_run.append(f"{result['tool']}.list")
             for kind, ids in returned_ids(result).items():
                 known.setdefault(kind, []).extend(ids)

@@ -32,6 +32,7 @@ _MESSAGES = {
     "duplicate": "The same {kind} item was named twice. Which ones do you mean?",
     "blank": "Which {kind} item do you mean?",
     "empty": "Which {kind} items do you mean?",
+    "ambiguous_list": "Two lists of {kind} items were shown at once, so a number could mean either. Which {kind} do you mean?",
 }
 
 
@@ -56,9 +57,10 @@ def bind_plan_ids(
         if not found:
             continue
         kind = registry.id_kind(kind_name)
-        latest = [row["id"] for row in (recent.get(kind_name) or {}).get("rows", [])]
+        listed = recent.get(kind_name) or {}
+        latest = [row["id"] for row in listed.get("rows", [])]
         binding = bind_ids([ref for _, ref in found], latest, {*known.get(kind_name, ()), *latest},
-                           accepts=kind.accepts, positions=kind.positions)
+                           accepts=kind.accepts, positions=kind.positions, ambiguous=bool(listed.get("ambiguous")))
         if not binding.ok:
             return args, binding, kind.label
         bound += [(location, value) for (location, _), value in zip(found, binding.ids, strict=True)]

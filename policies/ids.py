@@ -31,7 +31,8 @@ __all__ = [
     "with_ids",
 ]
 
-IdRefusal = Literal["no_list", "blank", "bad_id", "position_out_of_range", "not_returned", "duplicate", "empty"]
+IdRefusal = Literal["no_list", "blank", "bad_id", "position_out_of_range", "not_returned", "duplicate", "empty",
+                    "ambiguous_list"]
 """Why a set of references was refused."""
 
 _POSITION: Final = re.compile(r"^#([0-9]{1,3})$")
@@ -73,12 +74,15 @@ def bind_ids(
     *,
     accepts: Callable[[str], bool],
     positions: bool = True,
+    ambiguous: bool = False,
 ) -> IdBinding:
     """Resolve ``refs`` against the ids the server returned. Fail closed.
 
     ``latest`` is the latest list of the kind (display order: what ``"#2"`` means), ``known``
     every id of the kind the server returned in the thread (``latest`` included), ``accepts``
     the kind's own check of an id's shape. With ``positions`` off, ``"#2"`` is only ever an id.
+    With ``ambiguous`` (the latest list of the kind came as two lists at once), a position is
+    refused: "#2" could mean either list's row; ids still bind.
     """
     if not refs:
         return IdBinding.refuse("empty")
@@ -88,6 +92,8 @@ def bind_ids(
             return IdBinding.refuse("blank")
         candidate = ref
         if candidate not in known and positions and is_position(candidate):
+            if ambiguous:
+                return IdBinding.refuse("ambiguous_list")
             if not latest:
                 return IdBinding.refuse("no_list")
             index = int(candidate[1:])

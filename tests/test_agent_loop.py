@@ -356,3 +356,22 @@ def test_rules_naming_an_action_the_registry_lacks_refuse_to_start(services: Ser
     path.write_text("[[rule]]\nname = 'x'\naction = 'payments.send'\nrun_unasked = true\n")
     with pytest.raises(RulesError, match="no such action: payments.send"):
         approval_rules(services.settings.model_copy(update={"approval_rules": path}), default_registry())
+
+
+async def test_two_lists_of_one_kind_in_one_answer_make_a_position_ambiguous_but_ids_still_bind(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database
+) -> None:
+    """"The 2nd one" after two lists shown at once could mean either list's row: asked, never guessed."""
+    thread = ctx.owner_id + "/two-lists"
+    model.push(calls(("calendar__list", {"range": "tomorrow"}), ("calendar__list", {"range": "today"})), say(""))
+    shown = await turns.send(ctx, thread, "what's on today and tomorrow?")
+    assert shown.outcome == "read"
+    model.push(call("calendar__cancel_event", {"event_id": "#2"}), say("Which event do you mean?"))
+    asked = await turns.send(ctx, thread, "cancel the 2nd one")
+    assert asked.approval is None
+    assert await _scalar(db, "SELECT count(*) FROM approvals WHERE owner_id = %s", ctx.owner_id) == 0
+    lunch = await _scalar(db, "SELECT id FROM calendar_events WHERE owner_id = %s AND title = 'Lunch with Sam'",
+                          ctx.owner_id)
+    model.push(call("calendar__cancel_event", {"event_id": lunch}))
+    by_id = await turns.send(ctx, thread, "cancel the lunch with Sam")
+    assert by_id.approval is not None and "Lunch with Sam" in by_id.approval.preview  # an id of either list binds
