@@ -118,7 +118,8 @@ def provenance(args: dict[str, Any], shown: Shown, *, skip: Iterable[str] = ()) 
         if not origins:
             continue
         said = [(f"from {source}" + (" (someone else's content)" if source in shown.third_party else ""))
-                if kind == "shown" else "typed by you" if kind == "user" else "chosen by the model"
+                if kind == "shown" else f"a server fact from {source}" if kind == "fact"
+                else "typed by you" if kind == "user" else "chosen by the model"
                 for kind, source in origins]
         out[name] = "; ".join(dict.fromkeys(said))
     return out

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from datetime import UTC, datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
@@ -45,6 +46,19 @@ _EMAIL: Final = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+
 _PHONE: Final = re.compile(
     r"(?<![\w+.:/-])(?:\+\d[\d ()-]{6,18}\d|\(?\d{2,4}\)?[ -]\d{2,4}[ -]\d{2,4}(?:[ -]\d{2,4}){0,3})(?![\w.:/-])")
 _DATE: Final = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# A server fact: a time (ISO 8601 date or date-time) or an id (a prefix, an underscore, a token),
+# as the tools write them. Copying one is no leak of text; it is labelled as what it is.
+_FACT: Final = re.compile(r"^(?:\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:\d{2})?)?"
+                          r"|[a-z]{2,8}_[A-Za-z0-9]{6,40})$")
+
+
+def _fact_key(text: str) -> str:
+    """A server fact as compared: a date-time as its UTC instant (``…Z`` and ``+00:00`` alike), else as is."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return text
+    return moment.astimezone(UTC).isoformat() if moment.tzinfo is not None else moment.isoformat()
 
 
 def _words(text: str) -> list[str]:
@@ -79,6 +93,8 @@ class Shown:
     """Each e-mail address and phone number of shown tool results, with where it came from."""
     third_party: frozenset[str] = frozenset()
     """The sources that are someone else's content (others' mail, pages, search results)."""
+    facts: Mapping[str, str] = field(default_factory=dict)
+    """Each server fact (a time, as its UTC instant; an id) a tool result held as a whole value, with where it came from."""
 
 
 def shown_from(
@@ -88,7 +104,11 @@ def shown_from(
     ``third_party`` sources are someone else's content rather than the owner's own."""
     spans: dict[tuple[str, ...], str] = {}
     contacts: dict[str, str] = {}
+    facts: dict[str, str] = {}
     for source, text in results:
+        if _FACT.match(text):  # a time or an id: a fact as a whole, never a span of text
+            facts.setdefault(_fact_key(text), source)
+            continue
         for span in _spans(_words(text)):
             spans.setdefault(span, source)
         for contact in _contacts(text):
@@ -98,11 +118,12 @@ def shown_from(
     user = list(user_texts)
     user_spans = frozenset(s for text in user for s in _spans(_words(text)))
     user_contacts = frozenset(c for text in user for c in _contacts(text))
-    return Shown(spans, user_spans, user_contacts, contacts, frozenset(third_party))
+    return Shown(spans, user_spans, user_contacts, contacts, frozenset(third_party), facts)
 
 
-Origin = Literal["user", "shown", "model"]
-"""Where an argument's value came from: typed by the user, copied from a tool result, or neither."""
+Origin = Literal["user", "shown", "fact", "model"]
+"""Where an argument's value came from: typed by the user, copied from a tool result, a server fact
+(a time or an id a tool returned), or none of these (the model's own)."""
 
 
 def origin_of(value: str, shown: Shown) -> tuple[Origin, str]:
@@ -112,6 +133,10 @@ def origin_of(value: str, shown: Shown) -> tuple[Origin, str]:
     result when any span or contact matches one there and not the user's words; typed when all
     of it is the user's; otherwise the model's own.
     """
+    if _FACT.match(value) and _fact_key(value) in shown.facts:
+        return "fact", shown.facts[_fact_key(value)]
+    if _FACT.match(value):  # a time or an id nobody returned: the model's (its digits are no text to match)
+        return "model", ""
     contacts = _contacts(value)
     for contact in sorted(contacts):
         if contact not in shown.user_contacts and contact in shown.contacts:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from graph.db import Database
 from graph.state import Context
-from tests.fakes import ScriptedModel, call
+from policies.flow import origin_of, shown_from
+from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns
 
 
@@ -38,3 +39,32 @@ async def test_values_the_user_typed_or_the_owners_own_data_carry_no_warning(
     assert out.approval is not None
     assert out.approval.actions[0].provenance == {"title": "from tasks.list"}
     assert not out.approval.preview.startswith("⚠")
+
+
+async def test_a_time_the_server_returned_is_labelled_a_server_fact(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database
+) -> None:
+    """A reminder set for the start of a listed event: its time is the server's, not the model's invention."""
+    async with db.pool.connection() as conn:
+        cur = await conn.execute("SELECT starts_at FROM calendar_events WHERE owner_id = %s AND title = 'Design review'",
+                                 (ctx.owner_id,))
+        row = await cur.fetchone()
+    assert row is not None
+    model.push(call("calendar__list", {"range": "today"}), say(""))
+    await turns.send(ctx, ctx.owner_id + "/fact", "what's on today?")
+    start = row["starts_at"].isoformat()  # as the event's item carries it
+    model.push(call("calendar__get", {"event_id": "#3"}),
+               call("reminders__create", {"text": "Prepare the review", "due_at": start}))
+    out = await turns.send(ctx, ctx.owner_id + "/fact", "remind me when the design review starts")
+    assert out.approval is not None
+    where = out.approval.actions[0].provenance
+    assert where["due_at"] == "a server fact from calendar.get “Design review”", where
+    assert where["text"] == "chosen by the model"
+
+
+def test_origin_of_a_server_fact() -> None:
+    shown = shown_from([("calendar.list", "2026-12-01T12:30:00+01:00"), ("calendar.list", "Lunch with Sam at noon")],
+                       ["move lunch"])
+    assert origin_of("2026-12-01T12:30:00+01:00", shown) == ("fact", "calendar.list")
+    assert origin_of("2026-12-01T11:30:00Z", shown) == ("fact", "calendar.list")  # the same instant, written in UTC
+    assert origin_of("2026-12-02T12:30:00+01:00", shown)[0] == "model"  # a time nobody returned (digits share no "span")
