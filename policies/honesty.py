@@ -14,17 +14,24 @@ happened); the verdict lists the unbacked claims.
 
 Hand-written rules, measured on ``evals/honesty`` (precision and recall of "this reply makes
 a false claim"): no library parses claim-and-tense out of chat text without a model, and the
-gate must also work with none configured.
+gate must also work with none configured. With a naturalizer model, the model also lists the
+changes its reply claims, as data on a last ``CLAIMS:`` line (:func:`split_claims`); every
+listed change must be a write that ran (:func:`check_claim_list`), which catches phrasings no
+rule knows. Both checks must pass; a missing or malformed list leaves the rules alone to judge.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Literal
 
-__all__ = ["Claim", "ClaimKind", "HonestyVerdict", "Outcome", "action_kind", "check_claims", "claims_in"]
+__all__ = [
+    "CLAIMS_MARKER", "Claim", "ClaimKind", "HonestyVerdict", "Outcome", "action_kind", "check_claim_list", "check_claims",
+    "claims_in", "split_claims",
+]
 
 Outcome = Literal["executed", "read", "proposed", "rejected", "expired", "refused", "clarify", "failed", "reply"]
 """What really happened in the turn."""
@@ -195,4 +202,40 @@ def check_claims(text: str, writes_done: Iterable[tuple[str, str]]) -> HonestyVe
     """Check the model's ``text`` against the writes that ran this turn (``(tool, action)`` pairs)."""
     done = [action_kind(tool, action) for tool, action in writes_done]
     unbacked = tuple(c for c in claims_in(text) if not any(_compatible(c.kind, d) for d in done))
+    return HonestyVerdict(not unbacked, unbacked)
+
+
+CLAIMS_MARKER: Final = "CLAIMS:"
+"""Starts the line where the naturalizer lists, as JSON, the changes its reply says were made."""
+_MAX_CLAIMS: Final = 32
+
+
+def split_claims(text: str) -> tuple[str, tuple[tuple[str, str], ...] | None]:
+    """The reply without its claim line, and the claims it lists as ``(tool, action)`` pairs.
+
+    ``None`` when the line is missing or not a JSON list of ``{"tool", "action"}`` objects (the
+    rules of :func:`check_claims` then judge the text alone); the reply never shows the line.
+    """
+    at = text.rfind(CLAIMS_MARKER)
+    if at < 0:
+        return text.strip(), None
+    reply, raw = text[:at].strip(), text[at + len(CLAIMS_MARKER):].strip()
+    try:
+        listed = json.loads(raw)
+    except ValueError:
+        return reply, None
+    if not isinstance(listed, list) or len(listed) > _MAX_CLAIMS:
+        return reply, None
+    pairs: list[tuple[str, str]] = []
+    for entry in listed:
+        if not (isinstance(entry, dict) and isinstance(entry.get("tool"), str) and isinstance(entry.get("action"), str)):
+            return reply, None
+        pairs.append((entry["tool"], entry["action"]))
+    return reply, tuple(pairs)
+
+
+def check_claim_list(claims: Iterable[tuple[str, str]], writes_done: Iterable[tuple[str, str]]) -> HonestyVerdict:
+    """Every change the model says it made must be a write that ran this turn, by tool and action."""
+    done = set(writes_done)
+    unbacked = tuple(Claim("any", f"{tool}.{action}") for tool, action in claims if (tool, action) not in done)
     return HonestyVerdict(not unbacked, unbacked)

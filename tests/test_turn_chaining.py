@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from graph.checkpointer import open_checkpointer
 from graph.db import Database
@@ -103,3 +104,61 @@ async def test_finished_turns_prune_old_checkpoints_and_keep_the_thread_working(
     assert out.approval is not None and "Standup" in out.approval.preview
     done = await turns.decide(ctx, out.approval.approval_id, {"type": "approve"})
     assert done.outcome == "executed"
+
+
+async def _phrased(services: Services, db: Database, model: ScriptedModel, ctx: Context, thread: str,
+                   reply: str, *steps: Any) -> tuple[Any, ScriptedModel]:
+    phraser = ScriptedModel(steps=[say(reply)])
+    svc = replace(services, naturalizer_model=phraser)
+    turns = Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
+    model.push(*steps)
+    return await turns.send(ctx, ctx.owner_id + thread, "do it"), phraser
+
+
+async def test_the_naturalizers_claim_list_catches_a_phrasing_no_rule_knows(
+    services: Services, db: Database, model: ScriptedModel, ctx: Context
+) -> None:
+    """"Dispatched" is in no rule's vocabulary; the model's own claim list says mail.send, which did not run."""
+    liar = 'Your note to Sam has been dispatched.\nCLAIMS: [{"tool": "mail", "action": "send"}]'
+    out, phraser = await _phrased(services, db, model, ctx, "/claims-liar", liar,
+                                  call("calendar__list", {"range": "today"}), say(""))
+    assert out.reply is not None and "dispatched" not in out.reply and "nothing was changed" in out.reply
+    assert "CLAIMS" not in str(phraser.prompts[0][1].content)  # the request; the instruction is in the system text
+    assert "CLAIMS:" in str(phraser.prompts[0][0].content)
+    assert all("CLAIMS" not in e["data"].get("text", "") for e in out.events if e["type"] == "token_delta")
+
+
+async def test_an_honest_claim_list_keeps_the_reply_and_never_shows(
+    services: Services, db: Database, model: ScriptedModel, ctx: Context
+) -> None:
+    honest = "You have three things today.\nCLAIMS: []"
+    out, _ = await _phrased(services, db, model, ctx, "/claims-honest", honest,
+                            call("calendar__list", {"range": "today"}), say(""))
+    assert out.reply == "You have three things today."
+    streamed = "".join(e["data"]["text"] for e in out.events if e["type"] == "token_delta")
+    assert streamed.strip() == "You have three things today."
+
+
+async def test_a_malformed_claim_list_leaves_the_text_to_the_rules(
+    services: Services, db: Database, model: ScriptedModel, ctx: Context
+) -> None:
+    out, _ = await _phrased(services, db, model, ctx, "/claims-bad", "I've cancelled your standup.\nCLAIMS: not json",
+                            call("calendar__list", {"range": "today"}), say(""))
+    assert out.reply is not None and "cancelled" not in out.reply and "CLAIMS" not in out.reply
+
+
+def test_the_claim_line_is_held_back_even_when_it_arrives_in_pieces() -> None:
+    from nodes.naturalize import _Deltas
+
+    class _Sink:
+        def __init__(self) -> None:
+            self.texts: list[str] = []
+
+        def emit(self, kind: str, **data: Any) -> None:
+            self.texts.append(data["text"])
+
+    sink = _Sink()
+    deltas = _Deltas(sink)  # type: ignore[arg-type]
+    for token in ("All done for", " today.\nCL", "AI", "MS: [", '{"tool": "mail"}]'):
+        deltas.add(token)
+    assert "".join(sink.texts) == "All done for today.\n"
