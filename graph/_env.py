@@ -39,6 +39,7 @@ def child_environment(settings: Settings, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_OFF) and k != "DATABASE_URL"}
     return env | {
         "DATABASE_URL": str(settings.database_url),
+        **({"TOLLGATE_MIGRATION_DATABASE_URL": settings.migration_database_url} if settings.migration_database_url else {}),
         "TOLLGATE_APPROVAL_SECRET": settings.approval_secret.get_secret_value(),
         "TOLLGATE_DATA_DIR": str(settings.data_dir),
         "TOLLGATE_DEFAULT_TIMEZONE": settings.default_timezone,

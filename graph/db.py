@@ -70,6 +70,15 @@ async def apply_migrations(conn: AsyncConnection[Any]) -> int:
         return len(MIGRATIONS) - 1
 
 
+def apply_migrations_sync(url: str) -> int:
+    """:func:`apply_migrations` on a connection of its own, for code outside an event loop (tests' set-up)."""
+    async def run() -> int:
+        async with await AsyncConnection.connect(url, autocommit=True, row_factory=dict_row) as conn:
+            return await apply_migrations(conn)
+
+    return asyncio.run(run())
+
+
 async def apply_tool_migrations(db: Database, registry: Registry) -> None:
     """Apply each tool's pending migration steps (:attr:`tools.registry.ToolSpec.migrations`), in order.
 

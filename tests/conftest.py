@@ -36,11 +36,37 @@ def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     yield embedded_url(data_dir, delete_on_exit=True)
 
 
+_SERVING_ROLE = "tollgate_serve_tests"
+
+
+def _serving_url(database_url: str) -> str:
+    """Migrate the session database as its superuser, then serve it as a least-privileged login
+    (a member of ``tollgate_app``), as a deployment should: every test runs the app without DDL
+    and without the right to rewrite the audit log."""
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import make_conninfo
+
+    from graph.db import apply_migrations_sync
+
+    apply_migrations_sync(database_url)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        try:
+            if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (_SERVING_ROLE,)).fetchone() is None:
+                conn.execute(sql.SQL("CREATE ROLE {} LOGIN INHERIT IN ROLE tollgate_app").format(
+                    sql.Identifier(_SERVING_ROLE)))
+        except psycopg.errors.InsufficientPrivilege:  # an external DATABASE_URL whose user may not create roles
+            return database_url
+    return make_conninfo(database_url, user=_SERVING_ROLE)
+
+
 @pytest.fixture(scope="session")
 def settings(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    """Settings pointing at the session database, with a random approval secret."""
+    """Settings pointing at the session database (served as a least-privileged role, migrated as
+    the privileged one), with a random approval secret."""
     return Settings(
-        database_url=database_url,
+        database_url=_serving_url(database_url),
+        migration_database_url=database_url,
         data_dir=tmp_path_factory.mktemp("data"),
         approval_secret=secrets.token_hex(32),
         default_timezone="Europe/Paris",
@@ -51,6 +77,15 @@ def settings(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Set
 async def db(settings: Settings) -> AsyncIterator[Database]:
     """The migrated database, shared by the whole session."""
     async with open_database(settings) as database:
+        yield database
+
+
+@pytest.fixture(scope="session")
+async def admin_db(settings: Settings, database_url: str) -> AsyncIterator[Database]:
+    """The session database as its privileged role, for what only an operator or an attacker with the
+    database's keys does (migrate, create roles or databases, tamper with the audit log)."""
+    privileged = settings.model_copy(update={"database_url": database_url, "migration_database_url": None})
+    async with open_database(privileged, migrate=False) as database:
         yield database
 
 

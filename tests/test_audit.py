@@ -80,9 +80,9 @@ async def _refused(conn: AsyncConnection[Any], sql: str, params: tuple[Any, ...]
         pytest.param("TRUNCATE audit_log", id="truncate"),
     ],
 )
-async def test_even_the_superuser_cannot_change_the_log(db: Database, owner: str, sql: str) -> None:
-    await append_audit(db.pool, _record(owner), now=NOW)
-    async with db.pool.connection() as conn:
+async def test_even_the_superuser_cannot_change_the_log(admin_db: Database, owner: str, sql: str) -> None:
+    await append_audit(admin_db.pool, _record(owner), now=NOW)
+    async with admin_db.pool.connection() as conn:
         error = await _refused(conn, sql, (owner,) if "%s" in sql else ())
     assert issubclass(error, psycopg.errors.InsufficientPrivilege)
 
@@ -168,10 +168,10 @@ class _Rollback(Exception):
         ),
     ],
 )
-async def test_tampering_breaks_the_chain(db: Database, owner: str, tamper: str, problem: str) -> None:
-    seq = await append_audit(db.pool, _record(owner), now=NOW)
-    await append_audit(db.pool, _record(owner, turn_id="turn_after"), now=NOW)
-    async with db.pool.connection() as conn:
+async def test_tampering_breaks_the_chain(admin_db: Database, owner: str, tamper: str, problem: str) -> None:
+    seq = await append_audit(admin_db.pool, _record(owner), now=NOW)
+    await append_audit(admin_db.pool, _record(owner, turn_id="turn_after"), now=NOW)
+    async with admin_db.pool.connection() as conn:
         with pytest.raises(_Rollback):
             async with conn.transaction():
                 # Only a superuser switching triggers off can even try this.

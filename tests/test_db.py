@@ -22,7 +22,7 @@ from graph.settings import Settings
 
 
 async def test_migrations_are_applied_once_and_versioned(db: Database) -> None:
-    async with db.pool.connection() as conn:
+    async with db.admin() as conn:  # migrations are the privileged role's
         assert await apply_migrations(conn) == len(MIGRATIONS) - 1
         cur = await conn.execute("SELECT version, summary FROM tollgate_migrations ORDER BY version")
         rows = await cur.fetchall()
@@ -43,13 +43,18 @@ async def test_checkpointer_refuses_pickle_and_sets_up(db: Database) -> None:
     assert saver.serde is not None
 
 
-async def test_processes_starting_at_once_on_a_fresh_database_all_start(db: Database, settings: Settings) -> None:
+async def test_processes_starting_at_once_on_a_fresh_database_all_start(
+    db: Database, admin_db: Database, settings: Settings
+) -> None:
     """A server and workers started together (``make run``, a deploy) each migrate the same empty
     database: ours, LangGraph's checkpoint tables and the job queue's, every one applied once."""
     name = "fresh_" + secrets.token_hex(4)
-    async with db.pool.connection() as conn:
+    async with admin_db.pool.connection() as conn:
         await conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    fresh = settings.model_copy(update={"database_url": make_conninfo(str(settings.database_url), dbname=name)})
+    fresh = settings.model_copy(update={
+        "database_url": make_conninfo(str(settings.database_url), dbname=name),
+        "migration_database_url": make_conninfo(str(settings.migration_database_url), dbname=name),
+    })
 
     async def start() -> list[int]:
         async with open_app(fresh) as app:
@@ -61,6 +66,6 @@ async def test_processes_starting_at_once_on_a_fresh_database_all_start(db: Data
     try:
         applied = await asyncio.gather(*(start() for _ in range(4)))
     finally:
-        async with db.pool.connection() as conn:
+        async with admin_db.pool.connection() as conn:
             await conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
     assert applied == [list(range(len(BasePostgresSaver.MIGRATIONS)))] * 4

@@ -1,5 +1,8 @@
 """The server never connects as a role that can change the schema or rewrite the audit log.
 
+(The whole test suite serves as such a role too: ``tests/conftest.py`` migrates as the
+superuser and hands the app a member of ``tollgate_app``.)
+
 Embedded (no ``DATABASE_URL``): migrations run as the embedded server's superuser, the pool as
 ``tollgate_serve``, a member of ``tollgate_app``. External: the pool as ``DATABASE_URL``'s user,
 migrations on ``TOLLGATE_MIGRATION_DATABASE_URL`` (the session's server stands in for one, with a
@@ -73,17 +76,16 @@ async def test_a_whole_app_runs_as_the_serving_role(embedded: Settings) -> None:
 
 
 async def test_an_external_server_serves_as_database_urls_user_and_migrates_as_the_other(
-    settings: Settings, db: Database
+    settings: Settings, admin_db: Database
 ) -> None:
     role = f"tollgate_serve_{secrets.token_hex(3)}"
-    async with db.pool.connection() as conn:
+    async with admin_db.pool.connection() as conn:
         await conn.execute(sql.SQL("CREATE ROLE {} LOGIN INHERIT IN ROLE tollgate_app").format(sql.Identifier(role)))
     try:
-        assert settings.database_url is not None
-        external = settings.model_copy(update={"database_url": make_conninfo(settings.database_url, user=role),
-                                               "migration_database_url": settings.database_url})
+        external = settings.model_copy(update={"database_url": make_conninfo(admin_db.url, user=role),
+                                               "migration_database_url": admin_db.url})
         async with open_database(external) as served:
             await _serving_role_is_least_privileged(served, role)
     finally:
-        async with db.pool.connection() as conn:
+        async with admin_db.pool.connection() as conn:
             await conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))

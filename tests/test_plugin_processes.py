@@ -117,9 +117,9 @@ async def test_serve_and_worker_serve_the_plugin_with_approval_and_a_background_
 
 
 async def test_chat_on_a_terminal_serves_the_plugin(
-    settings: Settings, db: Database, owner: str, stub: StubServer, tmp_path: Path
+    settings: Settings, admin_db: Database, owner: str, stub: StubServer, tmp_path: Path
 ) -> None:
-    async with db.pool.connection() as conn:  # the table exists once any process has started with the plug-in
+    async with admin_db.pool.connection() as conn:  # the table exists once any process has started with the plug-in
         await conn.execute("CREATE TABLE IF NOT EXISTS example_bookmarks (id text PRIMARY KEY, owner_id text NOT NULL, "
                            "title text NOT NULL, url text NOT NULL, created_at timestamptz NOT NULL)")
         await conn.execute("INSERT INTO example_bookmarks VALUES (%s, %s, 'knitting', 'https://example.org/knit', now())",
