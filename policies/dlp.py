@@ -29,6 +29,7 @@ from policies._dlp_patterns import RULES, PatternRule, compile_rule
 
 __all__ = [
     "BUILTIN_DETECTORS",
+    "ACROSS_WINDOW",
     "scan_across",
     "string_fields",
     "strings_in",
@@ -358,14 +359,24 @@ def scan_values(values: Any, policy: DlpPolicy = DEFAULT_DLP) -> DlpReport:
         return DlpReport(failure="scanner_error")
 
 
-def scan_across(earlier: list[str], values: Any, policy: DlpPolicy = DEFAULT_DLP) -> DlpReport:
-    """Scan what an outbound call sends joined with what the turn sent just before it.
+ACROSS_WINDOW: Final = 4
+"""How many of the turn's latest outbound values a call's values are joined with."""
 
-    A secret split over two consecutive calls (``AKIA`` in one search, the rest in the next) is
-    in no single value; the last value sent, followed by this call's strings, is scanned as one
-    sequence (each value alone passed already; the joins are what is new).
+
+def scan_across(earlier: list[str], values: Any, policy: DlpPolicy = DEFAULT_DLP) -> DlpReport:
+    """Scan what an outbound call sends joined with what the turn sent before it.
+
+    A secret split over consecutive calls (``AKIA`` in one search, the rest in the next, or in
+    three pieces over three) is in no single value. The last value sent and this call's strings
+    are scanned as neighbours, and the window of the latest :data:`ACROSS_WINDOW` values sent,
+    followed by this call's strings, as one text (each value alone passed already: the joins are
+    what is new).
     """
-    return scan_values([*earlier[-1:], *strings_in(values)], policy)
+    current = strings_in(values)
+    report = scan_values([*earlier[-1:], *current], policy)
+    if report.clean and len(earlier) > 1:
+        report = scan_values("".join([*earlier[-ACROSS_WINDOW:], *current]), policy)
+    return report
 
 
 def scan_text(text: str, policy: DlpPolicy = DEFAULT_DLP) -> DlpReport:

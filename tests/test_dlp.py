@@ -256,3 +256,15 @@ def test_a_secret_split_across_two_arguments_is_found_in_their_concatenation() -
     report = scan_values(split)
     assert "aws_access_key_id" in report.kinds and report.fields == ("(joined)",)
     assert scan_values({"subject": "Lunch", "body": "See you at 12:30."}).clean
+
+
+def test_a_secret_in_three_pieces_over_three_calls_is_found_across_the_turns_window() -> None:
+    from policies.dlp import scan_across
+
+    key = "AKIA" + "IOSFODNN7EXAMPLE"
+    first, second, third = key[:4], key[4:10], key[10:]
+    assert scan_across([], {"query": first}).clean
+    assert scan_across([first], {"query": second}).clean  # nothing yet: two pieces of three
+    found = scan_across([first, second], {"query": third})
+    assert "aws_access_key_id" in found.kinds
+    assert scan_across(["unrelated", "words"], {"query": "more words"}).clean
