@@ -12,9 +12,12 @@ import base64
 import hashlib
 import hmac
 import json
+import os
+import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -260,3 +263,45 @@ async def test_an_email_owner_must_be_verified(settings: Settings, provider: Pro
     verified = provider.token("someone", email="ada@example.com", email_verified=True)
     identity = await authenticator.authenticate({"authorization": f"Bearer {verified}"})
     assert identity is not None and identity.owner_id == "ada@example.com"
+
+
+async def test_studio_takes_the_providers_tokens_too(
+    settings: Settings, provider: Provider, db: Database, owner: str, tmp_path: Path
+) -> None:
+    """``langgraph dev`` with ``TOLLGATE_AUTH=oidc``: the same authenticator as the HTTP API."""
+    from langgraph_sdk import get_client
+    from langgraph_sdk.errors import AuthenticationError
+
+    from graph._env import child_environment, stop_group
+    from tests.children import free_port, wait_answering
+    from graph.services import utc_now
+    from tests.test_studio import _LANGGRAPH, _ROOT
+
+    if not _LANGGRAPH.exists():
+        pytest.skip("run `make setup-studio`") if os.environ.get("CI") != "true" else pytest.fail("no .venv-studio")
+    async with db.pool.connection() as conn, conn.transaction():
+        await seed_demo(conn, owner, utc_now(), "UTC")  # langgraph dev has the real clock only
+    env = child_environment(settings, TOLLGATE_AUTH="oidc", TOLLGATE_OIDC_ISSUER=provider.issuer,
+                            TOLLGATE_OIDC_AUDIENCE=_AUDIENCE, TOLLGATE_EGRESS_ALLOW_NETWORKS='["127.0.0.0/8"]')
+    port, log = free_port(), tmp_path / "langgraph-dev.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(_LANGGRAPH), "dev", "--config", str(_ROOT / "langgraph.json"), "--host", "127.0.0.1",
+             "--port", str(port), "--no-browser", "--no-reload"],
+            cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_answering(f"{url}/ok", proc, log, what="langgraph dev")
+        client = get_client(url=url, headers={"Authorization": f"Bearer {provider.token(owner)}"})
+        thread = await client.threads.create()
+        result = await client.runs.wait(thread["thread_id"], "tollgate",
+                                        input={"messages": [{"role": "user", "content": "what's on my calendar today?"}]})
+        assert isinstance(result, dict) and "Lunch with Sam" in str(result.get("reply")), result
+        await client.aclose()
+        stranger = get_client(url=url, headers={"Authorization": f"Bearer {provider.token(owner, aud='other-api')}"})
+        with pytest.raises(AuthenticationError):
+            await stranger.threads.create()
+        await stranger.aclose()
+    finally:
+        stop_group(proc)
