@@ -276,9 +276,10 @@ async def _decision(event: TurnEvent) -> dict[str, Any] | list[dict[str, Any]]:
 
 
 async def _seed(app: App, owner: str, timezone: str) -> None:
+    from graph.owner_scope import owner_transaction
     from tools.demo import seed_demo
 
-    async with app.services.db.pool.connection() as conn, conn.transaction():
+    async with owner_transaction(app.services.db.pool, owner) as conn:
         await seed_demo(conn, owner, app.services.clock(), timezone)
 
 
@@ -447,12 +448,13 @@ def chat(
 async def _demo_token(settings: Settings) -> str:
     """Seed the demo owner and issue a fresh bearer token for it."""
     from graph.db import open_database
+    from graph.owner_scope import owner_transaction
     from graph.services import utc_now
     from tools.demo import seed_demo
     from web.auth import ensure_demo_token
 
     async with open_database(settings) as db:
-        async with db.pool.connection() as conn, conn.transaction():
+        async with owner_transaction(db.pool, _DEMO_OWNER) as conn:
             await seed_demo(conn, _DEMO_OWNER, utc_now(), settings.default_timezone)
         return await ensure_demo_token(db, owner=_DEMO_OWNER)
 

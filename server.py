@@ -21,7 +21,9 @@ from fastapi.staticfiles import StaticFiles
 import graph._env  # noqa: F401  - strict msgpack and no telemetry before langgraph loads
 from graph.app import App, open_app
 from graph.settings import Settings
-from web import routes_approvals, routes_background, routes_chat, routes_health, routes_me, routes_page, routes_threads
+from web import (
+    routes_admin, routes_approvals, routes_background, routes_chat, routes_health, routes_me, routes_page, routes_threads,
+)
 from web.deps import ServerState
 from web.errors import install_error_handlers
 from web.hub import TurnHub
@@ -77,8 +79,8 @@ def create_app(settings: Settings | None = None, *, tollgate: App | None = None,
         )
 
     install_error_handlers(api)
-    for module in (routes_chat, routes_threads, routes_approvals, routes_background, routes_me, routes_health,
-                   routes_page):
+    for module in (routes_chat, routes_threads, routes_approvals, routes_background, routes_me, routes_admin,
+                   routes_health, routes_page):
         api.include_router(module.router)
     api.mount("/static", StaticFiles(directory=routes_page.STATIC_DIR), name="static")
     return api

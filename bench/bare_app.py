@@ -27,6 +27,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, SecretStr
 
+from graph.owner_scope import owner_transaction
 from tools.args import CalendarListArgs
 from tools.builtin import default_registry
 from tools.calendar import CALENDAR, list_events
@@ -72,7 +73,7 @@ def _tools(api: FastAPI) -> list[StructuredTool]:
     only ``calendar__list`` runs, the store read Tollgate's makes."""
 
     async def calendar__list(**kwargs: Any) -> str:
-        async with api.state.pool.connection() as conn:
+        async with owner_transaction(api.state.pool, _owner.get()) as conn:
             ctx = ExecContext(_owner.get(), "UTC", datetime.now(UTC), conn)
             result = await list_events(ctx, CalendarListArgs(**kwargs))
         return CALENDAR.actions[0].renderer(result)

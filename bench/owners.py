@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 from graph.db import Database
+from graph.owner_scope import owner_transaction
 from graph.services import utc_now
 from tools.demo import seed_demo
 
@@ -14,6 +15,6 @@ __all__ = ["demo_owner"]
 async def demo_owner(db: Database, prefix: str, timezone: str) -> str:
     """A new owner ``<prefix>-<random>`` with the demo data placed around now."""
     owner = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    async with db.pool.connection() as conn, conn.transaction():
+    async with owner_transaction(db.pool, owner) as conn:
         await seed_demo(conn, owner, utc_now(), timezone)
     return owner

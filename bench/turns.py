@@ -19,6 +19,7 @@ from bench.roundtrips import open_counted_database
 from bench.rows import Row
 from graph.checkpointer import open_checkpointer
 from graph.db import Database, open_database
+from graph.owner_scope import owner_transaction
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.state import Context
@@ -68,7 +69,7 @@ async def _write_and_approve(runner: TurnRunner, ctx: Context, prefix: str) -> N
 def _bare_agent(db: Database, saver: Any, owner: str) -> Any:
     async def list_calendar(range: str) -> str:  # noqa: A002 - the tool's argument name
         """List calendar events in a window."""
-        async with db.pool.connection() as conn, conn.transaction():
+        async with owner_transaction(db.pool, owner) as conn:
             result = await list_events(ExecContext(owner, _TZ, datetime.now(UTC), conn), CalendarListArgs(range=range))
         return CALENDAR.actions[0].renderer(result)
 

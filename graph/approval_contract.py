@@ -23,6 +23,7 @@ from typing import Any
 from langgraph.graph.state import CompiledStateGraph
 from psycopg_pool import AsyncConnectionPool
 
+from graph import owner_scope
 from graph.approvals import requested
 
 __all__ = ["ApprovalContractViolation", "ApprovalRow", "check_approvals"]
@@ -59,7 +60,8 @@ async def check_approvals(
 ) -> list[ApprovalRow]:
     """Check the contract for ``thread_ids``; return the rows seen, or raise on the first breach."""
     threads = sorted(set(thread_ids))
-    async with pool.connection() as conn:
+    async with pool.connection() as conn, conn.transaction():
+        await owner_scope.all_owners(conn)  # a checker of every owner's threads
         cur = await conn.execute(_ROWS_SQL, (threads,))
         rows = list(await cur.fetchall())
     seen = [ApprovalRow(r["approval_id"], r["thread_id"], r["status"], bool(r["ran"])) for r in rows]

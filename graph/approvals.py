@@ -31,7 +31,7 @@ from psycopg.types.json import Jsonb
 from langgraph.types import StateSnapshot
 from psycopg_pool import AsyncConnectionPool
 
-from graph import leases
+from graph import leases, owner_scope
 from policies.hitl import ActionBinding, ApprovalRequest
 
 __all__ = [
@@ -148,7 +148,7 @@ async def list_pending(pool: AsyncConnectionPool[Any], owner_id: str, thread_id:
                for i, (a, r) in enumerate(zip(actions_of(request), request["action_requests"], strict=True))]
     params = {"thread": thread_id, "owner": owner_id, "request": Jsonb(request),
               "expires": block["expires_at"], "request_id": block["id"], "actions": Jsonb(actions)}
-    async with leases.fenced(pool) as conn:
+    async with leases.fenced(pool, owner=owner_id) as conn:
         await conn.execute(_PENDING_SQL, params)
 
 
@@ -159,9 +159,10 @@ async def decide(
     decision: Literal["approve", "edit", "reject"],
     approved_hash: str | None = None,
     *,
+    owner_id: str,
     via: str | None = None,
 ) -> bool:
-    """Record a person's decision on a pending approval; ``False`` if it was no longer pending.
+    """Record ``owner_id``'s decision on their pending approval; ``False`` if it was no longer pending.
 
     ``via`` is the surface it came through (the run context's channel), shown in the thread's history.
 
@@ -178,17 +179,17 @@ async def decide(
         "thread": thread_id,
         "via": via,
     }
-    async with leases.fenced(pool) as conn:
+    async with leases.fenced(pool, owner=owner_id) as conn:
         cur = await conn.execute(_DECIDE_SQL, params)
         return await cur.fetchone() is not None
 
 
 async def close(
     pool: AsyncConnectionPool[Any], approval_id: str, thread_id: str, status: Literal["expired", "superseded"],
-    code: str | None = None,
+    code: str | None = None, *, owner_id: str,
 ) -> bool:
-    """Close a pending approval without running it; ``False`` if it was no longer pending."""
-    async with leases.fenced(pool) as conn:
+    """Close ``owner_id``'s pending approval without running it; ``False`` if it was no longer pending."""
+    async with leases.fenced(pool, owner=owner_id) as conn:
         cur = await conn.execute(_CLOSE_SQL, (status, code, approval_id, thread_id))
         return await cur.fetchone() is not None
 
@@ -211,9 +212,9 @@ async def finish(conn: AsyncConnection[Any], approval_id: str) -> None:
     await conn.execute(_FINISH_SQL, (approval_id,))
 
 
-async def fail(pool: AsyncConnectionPool[Any], approval_id: str, code: str, message: str) -> bool:
-    """An approved action that did not run (or whose run did not commit) ends ``failed``."""
-    async with leases.fenced(pool) as conn:
+async def fail(pool: AsyncConnectionPool[Any], approval_id: str, code: str, message: str, *, owner_id: str) -> bool:
+    """``owner_id``'s approved action that did not run (or whose run did not commit) ends ``failed``."""
+    async with leases.fenced(pool, owner=owner_id) as conn:
         cur = await conn.execute(_FAIL_SQL, (code, message[:500], approval_id))
         return await cur.fetchone() is not None
 
@@ -225,8 +226,9 @@ async def supersede(conn: AsyncConnection[Any], thread_id: str, owner_id: str) -
 
 
 async def expire_due(pool: AsyncConnectionPool[Any], now: datetime) -> list[Closed]:
-    """Close every pending approval past its expiry; return them (the caller audits and tells)."""
-    async with pool.connection() as conn:
+    """Close every owner's pending approvals past their expiry; return them (the caller audits and tells)."""
+    async with pool.connection() as conn, conn.transaction():
+        await owner_scope.all_owners(conn)
         cur = await conn.execute(_EXPIRE_SQL, (now,))
         rows = await cur.fetchall()
     return [
@@ -237,10 +239,10 @@ async def expire_due(pool: AsyncConnectionPool[Any], now: datetime) -> list[Clos
 
 
 async def reconcile(
-    pool: AsyncConnectionPool[Any], thread_id: str, interrupted_on: str | None,
+    pool: AsyncConnectionPool[Any], thread_id: str, owner_id: str, interrupted_on: str | None,
     settle: Callable[[list[str]], Awaitable[None]] | None = None,
 ) -> list[Closed]:
-    """Bring the thread's open approvals in line with its checkpoint and the effects ledger.
+    """Bring the open approvals of ``owner_id``'s thread in line with its checkpoint and the effects ledger.
 
     Run by whoever holds the thread (fenced) after a turn that did not end cleanly: cancelled,
     failed, or taken over from a holder whose lease ran out. ``interrupted_on`` is the approval
@@ -256,13 +258,13 @@ async def reconcile(
       request, so no decision could resume it.
     """
     if settle is not None:
-        async with pool.connection() as conn:
+        async with owner_scope.owner_transaction(pool, owner_id) as conn:
             cur = await conn.execute(_INTENTS_OF_THREAD_SQL, (thread_id,))
             keys = [str(r["approval_id"]) for r in await cur.fetchall()]
         if keys:
             await settle(keys)
     closed: list[Closed] = []
-    async with leases.fenced(pool) as conn:
+    async with leases.fenced(pool, owner=owner_id) as conn:
         cur = await conn.execute(_OPEN_OF_THREAD_SQL, (thread_id,))
         for row in await cur.fetchall():
             approval_id, status = str(row["approval_id"]), str(row["status"])
@@ -277,5 +279,5 @@ async def reconcile(
             else:
                 continue
             await conn.execute(_RECONCILE_SQL, (new, code, why, approval_id, status))
-            closed.append(Closed(approval_id=approval_id, thread_id=thread_id, owner_id="", status=new))
+            closed.append(Closed(approval_id=approval_id, thread_id=thread_id, owner_id=owner_id, status=new))
     return closed

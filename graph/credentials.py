@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from psycopg_pool import AsyncConnectionPool
 
+from graph import owner_scope
 from graph.settings import Settings
 from policies.errors import Unavailable
 
@@ -80,24 +81,24 @@ class CredentialStore:
         if not value or len(value) > _MAX_VALUE:
             raise ValueError(f"a credential value must be 1-{_MAX_VALUE} characters")
         token = self._fernet().encrypt(value.encode())
-        async with self.pool.connection() as conn:
+        async with owner_scope.owner_transaction(self.pool, owner_id) as conn:
             await conn.execute(_SET, (owner_id, tool, name, token))
 
     async def delete(self, owner_id: str, tool: str, name: str) -> bool:
         """Forget a secret; whether there was one."""
-        async with self.pool.connection() as conn:
+        async with owner_scope.owner_transaction(self.pool, owner_id) as conn:
             cur = await conn.execute(_DELETE, (owner_id, tool, name))
             return cur.rowcount > 0
 
     async def names(self, owner_id: str) -> list[tuple[str, str]]:
         """(tool, name) of every secret the owner has stored; never the values."""
-        async with self.pool.connection() as conn:
+        async with owner_scope.owner_transaction(self.pool, owner_id) as conn:
             cur = await conn.execute(_NAMES, (owner_id,))
             return [(r["tool"], r["name"]) for r in await cur.fetchall()]
 
     async def read(self, owner_id: str, tool: str, name: str) -> str | None:
         """The secret, or ``None`` when not stored. Raises :class:`CredentialsUnavailable` for a key that does not open it."""
-        async with self.pool.connection() as conn:
+        async with owner_scope.owner_transaction(self.pool, owner_id) as conn:
             cur = await conn.execute(_GET, (owner_id, tool, name))
             row = await cur.fetchone()
         if row is None:

@@ -20,7 +20,7 @@ from typing import Any, Final, Literal
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from graph import leases
+from graph import leases, owner_scope
 from graph.audit import AuditRecord, append_audit
 from graph.services import Services
 from policies.arguments import load_args
@@ -83,9 +83,9 @@ async def open_intents(conn: AsyncConnection[Any], keys: list[str]) -> list[dict
         return list(await cur.fetchall())
 
 
-async def settle_intents(svc: Services, keys: list[str]) -> None:
-    """Settle every remote write among ``keys`` still at its intent (see :func:`settle`)."""
-    async with svc.db.pool.connection() as conn:
+async def settle_intents(svc: Services, owner_id: str, keys: list[str]) -> None:
+    """Settle every remote write of ``owner_id`` among ``keys`` still at its intent (see :func:`settle`)."""
+    async with owner_scope.owner_transaction(svc.db.pool, owner_id) as conn:
         intents = await open_intents(conn, keys)
     for intent in intents:
         await settle(svc, intent, timezone=svc.settings.default_timezone)
@@ -108,7 +108,7 @@ async def settle(svc: Services, intent: dict[str, Any], *, timezone: str) -> Led
         except Exception as exc:  # a hook that fails cannot tell either
             _log.warning("reconcile of %s.%s raised %s", intent["tool"], intent["action"], type(exc).__name__)
     state: LedgerState = {"done": "done", "not_done": "failed", "unknown": "unknown"}[outcome.outcome]
-    async with leases.fenced(svc.db.pool) as conn:
+    async with leases.fenced(svc.db.pool, owner=intent["owner_id"]) as conn:
         await conclude(conn, intent["idem_key"], intent["owner_id"], state, outcome.result if state == "done" else None)
         await append_audit(conn, AuditRecord(
             owner_id=intent["owner_id"], stage="execute", decision="reconciled", reason=f"remote_{state}",

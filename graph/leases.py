@@ -33,6 +33,7 @@ import psycopg
 from psycopg import AsyncConnection, AsyncPipeline
 from psycopg_pool import AsyncConnectionPool
 
+from graph import owner_scope
 from policies.errors import ErrorCode, TollgateError, Unavailable
 
 __all__ = [
@@ -139,14 +140,17 @@ def lost(exc: BaseException) -> bool:
 
 
 @asynccontextmanager
-async def fenced_pipeline(pool: AsyncConnectionPool[Any]) -> AsyncIterator[tuple[AsyncConnection[Any], AsyncPipeline]]:
+async def fenced_pipeline(
+    pool: AsyncConnectionPool[Any], *, owner: str | None = None
+) -> AsyncIterator[tuple[AsyncConnection[Any], AsyncPipeline]]:
     """A pooled connection and its pipeline, whose statements commit together after the lease's fence check.
 
     On an autocommit connection PostgreSQL runs everything sent before a pipeline's Sync as one
     implicit transaction (the extended query protocol's rule), so the check, the block's
     statements and the commit cost one round trip, plus one per result read inside the block.
     If the lease was lost (:class:`LeaseLost`) or a statement fails, none of it is committed.
-    Without a current lease (Studio's own runs) there is nothing to check.
+    Without a current lease (Studio's own runs) there is nothing to check. With ``owner``, the
+    block is scoped to that owner's rows (:mod:`graph.owner_scope`), at no extra round trip.
     """
     lease = current()
     async with pool.connection() as conn:
@@ -154,6 +158,8 @@ async def fenced_pipeline(pool: AsyncConnectionPool[Any]) -> AsyncIterator[tuple
             async with conn.pipeline() as pipeline:
                 if lease is not None:
                     await check(conn, lease)
+                if owner is not None:
+                    await owner_scope.scope(conn, owner)
                 yield conn, pipeline
         except psycopg.Error as exc:
             # In a pipeline the first error may reach the caller as a later statement's
@@ -164,14 +170,14 @@ async def fenced_pipeline(pool: AsyncConnectionPool[Any]) -> AsyncIterator[tuple
 
 
 @asynccontextmanager
-async def fenced(pool: AsyncConnectionPool[Any]) -> AsyncIterator[AsyncConnection[Any]]:
-    """:func:`fenced_pipeline`, for a block that needs only the connection."""
-    async with fenced_pipeline(pool) as (conn, _pipeline):
+async def fenced(pool: AsyncConnectionPool[Any], *, owner: str) -> AsyncIterator[AsyncConnection[Any]]:
+    """:func:`fenced_pipeline` scoped to ``owner``'s rows, for a block that needs only the connection."""
+    async with fenced_pipeline(pool, owner=owner) as (conn, _pipeline):
         yield conn
 
 
 @asynccontextmanager
-async def fenced_transaction(pool: AsyncConnectionPool[Any]) -> AsyncIterator[AsyncConnection[Any]]:
+async def fenced_transaction(pool: AsyncConnectionPool[Any], *, owner: str) -> AsyncIterator[AsyncConnection[Any]]:
     """Like :func:`fenced`, as an explicit transaction: for a tool's effect, whose code may open
     savepoints of its own (``conn.transaction()`` inside it nests)."""
     lease = current()
@@ -180,6 +186,7 @@ async def fenced_transaction(pool: AsyncConnectionPool[Any]) -> AsyncIterator[As
             async with conn.transaction():
                 if lease is not None:
                     await check(conn, lease)
+                await owner_scope.scope(conn, owner)
                 yield conn
         except psycopg.Error as exc:
             if lease is not None and lost(exc):

@@ -34,7 +34,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
-from graph import approvals, effects
+from graph import approvals, effects, owner_scope
 from graph.audit import AuditRecord, append_audit
 from graph.checkpoint_guard import CheckpointRefused
 from graph.events import TurnEvent
@@ -60,7 +60,7 @@ _PENDING_SQL: Final = """SELECT approval_id, thread_id, tool, action, preview, r
                          AND (%s::text IS NULL OR thread_id = %s) ORDER BY created_at DESC"""
 _APPROVAL_SQL: Final = """SELECT thread_id, status, error, expires_at, request_id FROM approvals
                           WHERE approval_id = %s AND owner_id = %s"""
-_STALE_SQL: Final = """SELECT DISTINCT l.thread_id FROM thread_leases l JOIN approvals a USING (thread_id)
+_STALE_SQL: Final = """SELECT DISTINCT l.thread_id, a.owner_id FROM thread_leases l JOIN approvals a USING (thread_id)
                        WHERE l.holder IS NOT NULL AND l.expires_at < clock_timestamp()
                          AND a.status IN ('pending', 'approved', 'executing')
                        LIMIT %s"""
@@ -202,7 +202,7 @@ class TurnRunner:
             if (lease.owner_id is None and must_exist) or (lease.owner_id not in (None, ctx.owner_id)):
                 raise NotFound("thread", thread_id)  # another owner's thread is indistinguishable from none
             if lease.stale:
-                await self._reconcile(thread_id)
+                await self._reconcile(thread_id, ctx.owner_id)
             yield lease
 
     async def _waiting(self, thread_id: str) -> _Waiting | None:
@@ -216,12 +216,12 @@ class TurnRunner:
         return _Waiting(request=request, plans=plans, pending=pending,
                         ids={"recent": values.get("recent") or {}, "known": values.get("known") or {}})
 
-    async def _reconcile(self, thread_id: str) -> None:
-        """Bring the thread's approvals in line with its checkpoint and ledger (under its lease)."""
+    async def _reconcile(self, thread_id: str, owner_id: str) -> None:
+        """Bring the approvals of ``owner_id``'s thread in line with its checkpoint and ledger (under its lease)."""
         waiting = await self._waiting(thread_id)
         closed = await approvals.reconcile(
-            self.services.db.pool, thread_id, waiting.request["approval"]["id"] if waiting else None,
-            settle=lambda keys: effects.settle_intents(self.services, keys),
+            self.services.db.pool, thread_id, owner_id, waiting.request["approval"]["id"] if waiting else None,
+            settle=lambda keys: effects.settle_intents(self.services, owner_id, keys),
         )
         for item in closed:
             _log.info("reconciled an approval of a turn that did not end cleanly: %s", item.status)
@@ -233,17 +233,18 @@ class TurnRunner:
         they were; this closes what cannot go on (nothing is left approved with nothing run, or
         listed with nothing to resume).
         """
-        async with self.services.db.pool.connection() as conn:
+        async with self.services.db.pool.connection() as conn, conn.transaction():
+            await owner_scope.all_owners(conn)
             cur = await conn.execute(_STALE_SQL, (limit,))
-            threads = [str(r["thread_id"]) for r in await cur.fetchall()]
+            threads = [(str(r["thread_id"]), str(r["owner_id"])) for r in await cur.fetchall()]
         done = 0
-        for thread_id in threads:
+        for thread_id, owner_id in threads:
             lease = await self.leases.try_acquire(thread_id)
             if lease is None:
                 continue  # someone took it meanwhile, and reconciles it
             try:
                 with bound(lease):
-                    await self._reconcile(thread_id)
+                    await self._reconcile(thread_id, owner_id)
                 done += 1
             finally:
                 await self.leases.release(lease)
@@ -275,7 +276,7 @@ class TurnRunner:
             raise  # nothing of the thread could be read, so nothing ran (audited once, by the saver)
         except BaseException:
             # Cancelled (client gone, shutdown), failed, or closed early by its consumer.
-            await shielded(self._reconcile(thread_id), what="reconciling a turn that did not end cleanly")
+            await shielded(self._reconcile(thread_id, ctx.owner_id), what="reconciling a turn that did not end cleanly")
             raise
         if not waiting and self._prune_due(last_turn):
             await self.graph.checkpointer.aprune([thread_id], strategy="keep_latest")  # type: ignore[union-attr]
@@ -314,7 +315,7 @@ class TurnRunner:
         (``ApprovalInvalid``), a wrong count too, and the request stays pending; another owner's
         is indistinguishable from none (``NotFound``).
         """
-        async with self.services.db.pool.connection() as conn:
+        async with owner_scope.owner_transaction(self.services.db.pool, ctx.owner_id) as conn:
             cur = await conn.execute(_APPROVAL_SQL, (approval_id, ctx.owner_id))
             row = await cur.fetchone()
         if row is None:
@@ -338,12 +339,12 @@ class TurnRunner:
         async with self._hold(ctx, thread_id, must_exist=True):
             waiting = await self._waiting(thread_id)
             if waiting is None:
-                await self._reconcile(thread_id)
+                await self._reconcile(thread_id, ctx.owner_id)
                 raise ApprovalInvalid("nothing is pending on this thread (already decided, superseded or never saved)")
             block = waiting.request["approval"]
             if approval_id is not None:
                 if block["id"] != approval_id:
-                    await self._reconcile(thread_id)
+                    await self._reconcile(thread_id, ctx.owner_id)
                     raise ApprovalInvalid("this approval is no longer what its thread waits on")
                 value = {"token": block["token"], "decisions": value if isinstance(value, list) else [value]}
             row = await self._approval(block["id"], ctx.owner_id)
@@ -355,7 +356,7 @@ class TurnRunner:
                 yield event
 
     async def _approval(self, approval_id: str, owner_id: str) -> dict[str, Any] | None:
-        async with self.services.db.pool.connection() as conn:
+        async with owner_scope.owner_transaction(self.services.db.pool, owner_id) as conn:
             cur = await conn.execute(_APPROVAL_SQL, (approval_id, owner_id))
             return await cur.fetchone()
 
@@ -419,7 +420,7 @@ class TurnRunner:
 
     async def pending_approvals(self, ctx: Context, *, thread_id: str | None = None) -> list[PendingApproval]:
         """The caller's pending approvals that have not expired (of one thread, with ``thread_id``), newest first."""
-        async with self.services.db.pool.connection() as conn:
+        async with owner_scope.owner_transaction(self.services.db.pool, ctx.owner_id) as conn:
             cur = await conn.execute(_PENDING_SQL, (ctx.owner_id, self.services.clock(), thread_id, thread_id))
             rows = await cur.fetchall()
         return [

@@ -189,13 +189,14 @@ def make_approval(provider: ServicesProvider) -> Any:
 
         if decided is None:  # every decision refused: close it rather than ask forever
             for action, _ in actions:
-                await approvals.decide(svc.db.pool, action["approval_id"], thread_id, "reject")
+                await approvals.decide(svc.db.pool, action["approval_id"], thread_id, "reject", owner_id=ctx.owner_id)
                 await audit(action, "invalid", "too_many_refusals", "approval_invalid")
             return closed_all("invalid", "approval_invalid", "too_many_refusals",
                               "That approval kept receiving invalid decisions, so I closed it; nothing ran.", "refused")
         if decided[0].kind == "expired":
             for action, _ in actions:
-                await approvals.close(svc.db.pool, action["approval_id"], thread_id, "expired", "approval_expired")
+                await approvals.close(svc.db.pool, action["approval_id"], thread_id, "expired", "approval_expired",
+                                      owner_id=ctx.owner_id)
                 await audit(action, "expired", "expired", "approval_expired")
             what = f"{pending['preview'][:1].lower()}{pending['preview'][1:]}"
             return closed_all("expired", "approval_expired", "expired",
@@ -205,7 +206,7 @@ def make_approval(provider: ServicesProvider) -> Any:
         for (action, plan), choice in zip(actions, decided, strict=True):
             approval_id = action["approval_id"]
             if choice.kind == "reject":
-                await approvals.decide(svc.db.pool, approval_id, thread_id, "reject", via=ctx.channel)
+                await approvals.decide(svc.db.pool, approval_id, thread_id, "reject", owner_id=ctx.owner_id, via=ctx.channel)
                 await audit(action, "reject", "rejected")
                 sink.emit("approval_decided", approval_id=approval_id, decision="reject")
                 note = f" You said: “{choice.message}”" if choice.message else ""
@@ -218,14 +219,15 @@ def make_approval(provider: ServicesProvider) -> Any:
             digest = args_hash(choice.args)
             if choice.kind == "edit" and not choice.run:
                 # The edited call is shown again as a new preview; this request's action is closed.
-                await approvals.close(svc.db.pool, approval_id, thread_id, "superseded", "edited")
+                await approvals.close(svc.db.pool, approval_id, thread_id, "superseded", "edited", owner_id=ctx.owner_id)
                 await audit(action, "edit", "edited_for_review", digest=digest, detail={"edited": True})
                 sink.emit("approval_decided", approval_id=approval_id, decision="edit")
                 revised: Plan = {**plan, "args": choice.args, "args_hash": digest,  # type: ignore[typeddict-item]
                                  "revision": plan.get("revision", 0) + 1, "proposed_at": int(svc.clock().timestamp())}
                 kept.append(seal(svc, revised, ctx, thread_id, turn_id, purpose="gate"))
                 continue
-            if not await approvals.decide(svc.db.pool, approval_id, thread_id, choice.kind, digest, via=ctx.channel):
+            if not await approvals.decide(svc.db.pool, approval_id, thread_id, choice.kind, digest, owner_id=ctx.owner_id,
+                                          via=ctx.channel):
                 await audit(action, "invalid", "not_pending", "approval_invalid")
                 sink.emit("approval_decided", approval_id=approval_id, decision="invalid", code="approval_invalid")
                 done.append(not_run(

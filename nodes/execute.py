@@ -34,7 +34,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
-from graph import approvals, effects, leases
+from graph import approvals, effects, leases, owner_scope
 from graph.audit import AuditRecord, append_audit
 from graph.perimeter import governance_policy
 from graph.services import Services, ServicesProvider
@@ -88,12 +88,13 @@ async def _call(spec: ActionSpec, plan: Plan, exec_ctx: ExecContext, args: Any) 
 
 
 @asynccontextmanager
-async def _read_connection(svc: Services, database: bool) -> AsyncIterator[AsyncConnection[Any] | None]:
-    """A pooled connection for a read of a tool that asked for one; none (and no pool request) otherwise."""
+async def _read_connection(svc: Services, owner_id: str, database: bool) -> AsyncIterator[AsyncConnection[Any] | None]:
+    """A pooled connection scoped to the owner, for a read of a tool that asked for one; none (and
+    no pool request) otherwise."""
     if not database:
         yield None
         return
-    async with svc.db.pool.connection() as conn:
+    async with owner_scope.owner_transaction(svc.db.pool, owner_id) as conn:
         yield conn
 
 
@@ -121,7 +122,7 @@ async def _run_once(
     """One attempt; returns the result (made storable), whether it was a ledger replay and whether
     making it storable changed it.
 
-    A read needs no transaction. A local write runs in one fenced transaction with its
+    A read runs in a transaction scoped to the owner. A local write runs in one fenced transaction with its
     authority check, its ledger row and its approval's move to ``executed``; a remote write is
     recorded in two (:func:`_run_remote`).
     """
@@ -130,12 +131,12 @@ async def _run_once(
     database = tool is not None and tool.database
     try:
         if key is None:
-            async with _read_connection(svc, database) as conn:
+            async with _read_connection(svc, ctx.owner_id, database) as conn:
                 cleaned = storable(await _call(spec, plan, _context(svc, ctx, plan, conn), args))
                 return cleaned.value, False, cleaned.changed
         if _is_remote(svc, spec, plan):
             return await _run_remote(svc, spec, ctx, plan, thread_id, key, approval, args)
-        async with leases.fenced_transaction(svc.db.pool) as conn:
+        async with leases.fenced_transaction(svc.db.pool, owner=ctx.owner_id) as conn:
             await _claim(conn, svc, ctx, plan, thread_id, key, approval)
             if approval is None:
                 entry = await effects.replay(conn, key, ctx.owner_id)
@@ -174,7 +175,7 @@ async def _run_remote(
     establish raises :class:`OutcomeUnknown`.
     """
     action = f"{plan['tool']}.{plan['action']}"
-    async with leases.fenced_transaction(svc.db.pool) as conn:
+    async with leases.fenced_transaction(svc.db.pool, owner=ctx.owner_id) as conn:
         await _claim(conn, svc, ctx, plan, thread_id, key, approval)
         entry = await effects.replay(conn, key, ctx.owner_id)
         if entry is None:
@@ -186,7 +187,7 @@ async def _run_remote(
                                                "action": plan["action"], "args": plan["args"]}, timezone=ctx.timezone)
             entry = await _entry(svc, key, ctx.owner_id)
         if state == "done" and entry is not None and entry.result is not None:
-            await _finish(svc, approval)
+            await _finish(svc, ctx.owner_id, approval)
             return entry.result, True, False
         if state == "failed":
             raise ToolFailed(action)
@@ -194,10 +195,10 @@ async def _run_remote(
     try:
         cleaned = storable(await _call(spec, plan, _context(svc, ctx, plan, None, key), args))
     except TollgateError as exc:
-        async with leases.fenced(svc.db.pool) as conn:
+        async with leases.fenced(svc.db.pool, owner=ctx.owner_id) as conn:
             await effects.conclude(conn, key, ctx.owner_id, "unknown" if _ambiguous(exc) else "failed")
         raise OutcomeUnknown(action) if _ambiguous(exc) else exc from None
-    async with leases.fenced_transaction(svc.db.pool) as conn:
+    async with leases.fenced_transaction(svc.db.pool, owner=ctx.owner_id) as conn:
         await effects.conclude(conn, key, ctx.owner_id, "done", cleaned.value)
         if approval is not None:
             await approvals.finish(conn, approval)
@@ -207,13 +208,13 @@ async def _run_remote(
 
 
 async def _entry(svc: Services, key: str, owner_id: str) -> effects.Entry | None:
-    async with svc.db.pool.connection() as conn:
+    async with owner_scope.owner_transaction(svc.db.pool, owner_id) as conn:
         return await effects.replay(conn, key, owner_id)
 
 
-async def _finish(svc: Services, approval: str | None) -> None:
+async def _finish(svc: Services, owner_id: str, approval: str | None) -> None:
     if approval is not None:
-        async with leases.fenced(svc.db.pool) as conn:
+        async with leases.fenced(svc.db.pool, owner=owner_id) as conn:
             await approvals.finish(conn, approval)
 
 
@@ -344,7 +345,7 @@ async def _execute_one(
         code = "egress_denied" if refused in ("edit_dlp_finding", "dlp_finding") else "permission_denied"
         await _audit(svc, ctx, config, state, plan, "refuse", refused, code)
         if approval is not None:
-            await approvals.fail(svc.db.pool, approval, code, f"refused at execution ({refused})")
+            await approvals.fail(svc.db.pool, approval, code, f"refused at execution ({refused})", owner_id=ctx.owner_id)
         sink.emit("error", code=code, reason=refused)
         return not_run(plan, "refused", writes=writes, code=code,
                        message="I couldn't confirm that this was allowed to run, so nothing ran."
@@ -375,7 +376,7 @@ async def _execute_one(
                   **({"reason": error.reason} if isinstance(error, EgressDenied) else {}))
         reason = error.reason if isinstance(error, (EgressDenied, PermissionDenied, OutcomeUnknown)) else "execution_failed"
         if needs_approval and approval is not None:
-            await approvals.fail(svc.db.pool, approval, error.code, error.message)
+            await approvals.fail(svc.db.pool, approval, error.code, error.message, owner_id=ctx.owner_id)
         await _audit(svc, ctx, config, state, plan, "failed", reason[:200], error.code)
         record = CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"], status="failed",
                             writes=spec.writes, code=error.code, message=error.message)

@@ -246,7 +246,7 @@ def make_naturalize(provider: ServicesProvider) -> Any:
             "owner": runtime.context.owner_id,
             "usage": json.dumps(usage),
         }
-        async with leases.fenced(svc.db.pool) as conn:
+        async with leases.fenced(svc.db.pool, owner=runtime.context.owner_id) as conn:
             await conn.execute(_FINISH_SQL, finish)
         sink.emit("message_complete", text=reply, outcome=outcome, honesty_rewrite=rewritten)
         return {"seq": sink.seq, "messages": [AIMessage(content=reply)], "reply": reply, "outcome": outcome}

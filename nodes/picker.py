@@ -198,7 +198,7 @@ def make_picker(provider: ServicesProvider) -> Any:
         if new_turn:
             thread_id = thread_id_of(config)
             setup = {"thread": thread_id, "owner": ctx.owner_id, "limit": svc.settings.history_turns}
-            async with leases.fenced(svc.db.pool) as conn:
+            async with leases.fenced(svc.db.pool, owner=ctx.owner_id) as conn:
                 cur = await conn.execute(_SETUP_SQL, setup)
             row = await cur.fetchone()  # read once committed: the check, the setup and the commit are one round trip
             if row is None or row["owner_id"] != ctx.owner_id:

@@ -21,7 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from psycopg import AsyncConnection
 
-from graph import approvals
+from graph import approvals, owner_scope
 from graph.audit import AuditRecord, append_audit
 from graph.perimeter import governance_policy
 from graph.services import Services, ServicesProvider
@@ -128,6 +128,7 @@ async def _render_preview(
         pass
     async with svc.db.pool.connection() as conn, conn.transaction():
         await conn.execute("SET TRANSACTION READ ONLY")
+        await owner_scope.scope(conn, ctx.owner_id)
         return await render(svc.exec_context(ctx.owner_id, ctx.timezone, tool, conn, labels=labels), args)
 
 

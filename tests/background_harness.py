@@ -15,6 +15,8 @@ from graph._env import child_environment
 from graph.db import Database
 from graph.settings import Settings
 
+from tests.conftest import all_rows
+
 __all__ = ["Fleet", "count", "ledger_kinds", "run_row", "wait_until", "worker_env"]
 
 T = TypeVar("T")
@@ -36,7 +38,7 @@ async def wait_until(check: Callable[[], Awaitable[T | None]], *, timeout: float
 
 async def count(db: Database, sql: str, *params: Any) -> int:
     """``SELECT count(*) ...`` as an int."""
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute(sql, params)
         row = await cur.fetchone()
     return int(next(iter(row.values()))) if row else 0
@@ -44,7 +46,7 @@ async def count(db: Database, sql: str, *params: Any) -> int:
 
 async def run_row(db: Database, run_id: str) -> dict[str, Any]:
     """The run's row."""
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT * FROM background_runs WHERE run_id = %s", (run_id,))
         row = await cur.fetchone()
     assert row is not None
@@ -53,7 +55,7 @@ async def run_row(db: Database, run_id: str) -> dict[str, Any]:
 
 async def ledger_kinds(db: Database, run_id: str) -> list[str]:
     """The run's ledger entry kinds in order (turn events as ``turn:<type>``)."""
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute(
             "SELECT kind, data FROM background_run_events WHERE run_id = %s ORDER BY id", (run_id,)
         )

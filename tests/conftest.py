@@ -99,6 +99,7 @@ from datetime import datetime  # noqa: E402
 from zoneinfo import ZoneInfo  # noqa: E402
 
 from graph.checkpointer import open_checkpointer  # noqa: E402
+from graph.owner_scope import owner_transaction  # noqa: E402
 from graph.runner import TurnRunner  # noqa: E402
 from graph.services import Services  # noqa: E402
 from graph.state import Context  # noqa: E402
@@ -150,7 +151,7 @@ async def turns(services: Services, db: Database) -> Turns:
 @pytest.fixture
 async def ctx(owner: str, db: Database) -> Context:
     """The run context of a fresh owner whose demo data is seeded."""
-    async with db.pool.connection() as conn, conn.transaction():
+    async with owner_transaction(db.pool, owner) as conn:
         await seed_demo(conn, owner, NOW, "Europe/Paris")
     return Context(owner_id=owner, timezone="Europe/Paris", channel="chat")
 
@@ -166,3 +167,31 @@ def bg_settings(settings: Settings) -> Settings:
         "worker_poll_seconds": 0.2, "worker_heartbeat_seconds": 0.3, "worker_stall_seconds": 2.0,
         "scheduler_tick_seconds": 1, "worker_concurrency": 2, "thread_lease_seconds": 1.5,
     })
+
+
+from contextlib import asynccontextmanager  # noqa: E402
+from typing import Any  # noqa: E402
+
+from psycopg import AsyncConnection  # noqa: E402
+
+
+@asynccontextmanager
+async def all_rows(db: Database) -> AsyncIterator[AsyncConnection[Any]]:
+    """A connection of the app's pool in a transaction that sees every owner's rows (the
+    scheduler's scope, ``graph.owner_scope.ALL_OWNERS``): for a test's own set-up and checks,
+    whose queries name their owner. Row-level security itself is tested in ``test_row_security``."""
+    from graph.owner_scope import ALL_OWNERS
+
+    async with owner_transaction(db.pool, ALL_OWNERS) as conn:
+        yield conn
+
+
+@pytest.fixture
+async def conn(db: Database) -> AsyncIterator[AsyncConnection[Any]]:
+    """A connection inside a transaction that is rolled back after the test, seeing every owner's
+    rows: the tools' tests check the tools' own owner filters, row security aside."""
+    from graph.owner_scope import ALL_OWNERS, scope
+
+    async with db.pool.connection() as conn, conn.transaction(force_rollback=True):
+        await scope(conn, ALL_OWNERS)
+        yield conn

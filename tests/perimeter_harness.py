@@ -11,6 +11,7 @@ from graph.runner import TurnRunner
 from graph.services import Services
 from graph.settings import Settings
 from graph.turn import build_graph
+from tests.conftest import all_rows
 from tests.fakes import ScriptedModel
 from tests.harness import Clock, Turns
 from tests.webserver import WebServer
@@ -61,6 +62,6 @@ async def web_turns(
 
 async def audit_rows(db: Database, owner: str) -> list[dict[str, Any]]:
     """The owner's audit rows, oldest first."""
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT * FROM audit_log WHERE owner_id = %s ORDER BY seq", (owner,))
         return list(await cur.fetchall())

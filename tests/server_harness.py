@@ -182,9 +182,9 @@ def live_server(settings: Settings) -> Iterator[LiveServer]:
 async def demo_token(db: Database, owner: str) -> str:
     """A bearer token for a fresh owner with the demo data (Europe/Paris, around the fixed clock),
     for tests that start a server of their own (with a scripted model)."""
-    from tests.conftest import NOW
+    from tests.conftest import NOW, all_rows
 
-    async with db.pool.connection() as conn, conn.transaction():
+    async with all_rows(db) as conn:
         await seed_demo(conn, owner, NOW, "Europe/Paris")
     return await issue_token(db, owner, label="test")
 
@@ -195,9 +195,9 @@ async def api(live_server: LiveServer, db: Database, owner: str) -> AsyncIterato
 
     When the test is done, the approval contract is checked on every thread of the owner.
     """
-    from tests.conftest import NOW
+    from tests.conftest import NOW, all_rows
 
-    async with db.pool.connection() as conn, conn.transaction():
+    async with all_rows(db) as conn:
         await seed_demo(conn, owner, NOW, "Europe/Paris")
     token = await issue_token(db, owner, label="test")
     async with httpx.AsyncClient(base_url=live_server.url, timeout=60) as client:
@@ -211,9 +211,10 @@ async def _check_approvals(settings: Settings, db: Database, owner: str) -> None
     from graph.services import Services
     from graph.turn import build_graph
     from tests.fakes import ScriptedModel
+    from tests.conftest import all_rows
     from tools.builtin import default_registry
 
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT thread_id FROM threads WHERE owner_id = %s", (owner,))
         threads = [r["thread_id"] for r in await cur.fetchall()]
     services = Services(settings=settings, db=db, registry=default_registry(), picker_model=ScriptedModel(steps=[]))

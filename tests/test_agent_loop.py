@@ -21,6 +21,7 @@ from nodes.picker_prompt import context_of
 from policies.approval_rules import RulesError, parse_rules
 from policies.arguments import ArgsModel
 from policies.errors import ApprovalInvalid, InvalidArgs
+from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, calls, say
 from tests.harness import Turns
 from tools.builtin import builtin_tools, default_registry
@@ -30,7 +31,7 @@ SAM = {"to": ["sam@example.com"], "subject": "Lunch", "body": "I'll be there."}
 
 
 async def _scalar(db: Database, sql: str, *args: Any) -> Any:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute(sql, args)
         row = await cur.fetchone()
     return next(iter(row.values())) if row else None
@@ -49,7 +50,7 @@ async def _tasks_titled(db: Database, owner: str, title: str) -> int:
 
 
 async def _approval_rows(db: Database, owner: str) -> list[tuple[str, str, int, str]]:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute(
             "SELECT tool || '.' || action AS name, request_id, position, status FROM approvals WHERE owner_id = %s"
             " ORDER BY created_at, position", (owner,))

@@ -18,7 +18,7 @@ from graph.settings import Settings
 from graph.state import Context
 from policies.errors import ApprovalInvalid
 from tests.background_harness import count, run_row, wait_until
-from tests.conftest import NOW
+from tests.conftest import NOW, all_rows
 from tests.fakes import ScriptedModel, call
 from tests.harness import Clock
 from tools.demo import seed_demo
@@ -31,7 +31,7 @@ async def clocked(settings: Settings, db: Database) -> AsyncIterator[tuple[App, 
     clock = Clock(NOW)
     model = ScriptedModel(steps=[])
     owner = "o_" + secrets.token_hex(6)
-    async with db.pool.connection() as conn, conn.transaction():
+    async with all_rows(db) as conn:
         await seed_demo(conn, owner, NOW, "Europe/Paris")
     async with open_app(settings, picker_model=model, clock=clock) as app:
         yield app, model, clock, Context(owner_id=owner, timezone="Europe/Paris")
@@ -50,7 +50,7 @@ async def test_an_expired_chat_approval_is_closed_audited_unlisted_and_the_threa
     clock.advance(days=4)  # past the three-day expiry
     assert await app.runner.pending_approvals(ctx) == []  # listings never show it, even before the tick
     assert await expire_approvals(Runtime(app=app)) >= 1
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT status, error_code FROM approvals WHERE approval_id = %s", (approval_id,))
         assert await cur.fetchone() == {"status": "expired", "error_code": "approval_expired"}
         cur = await conn.execute(
@@ -76,7 +76,7 @@ async def test_a_background_run_waiting_on_an_expired_approval_fails_saying_so(
 ) -> None:
     clock = Clock(NOW)
     owner = "o_" + secrets.token_hex(6)
-    async with db.pool.connection() as conn, conn.transaction():
+    async with all_rows(db) as conn:
         await seed_demo(conn, owner, NOW, "Europe/Paris")
     ctx = Context(owner_id=owner, timezone="Europe/Paris")
     async with open_app(bg_settings, clock=clock) as app:

@@ -15,6 +15,7 @@ from graph.background.reminders import fire_reminders, next_daily
 from graph.db import Database
 from graph.settings import Settings
 from tests.background_harness import count
+from tests.conftest import all_rows
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ async def apps(bg_settings: Settings, db: Database) -> AsyncIterator[tuple[App, 
 async def _reminder(db: Database, owner: str, due: datetime, *, status: str = "scheduled",
                     recurrence: str | None = None, tz: str = "UTC") -> str:
     rem_id = f"rem_{secrets.token_hex(5)}"
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         await conn.execute(
             """INSERT INTO reminders (id, owner_id, text, due_at, status, recurrence, recurrence_tz)
                VALUES (%s, %s, %s, %s, %s, %s, %s)""",
@@ -83,7 +84,7 @@ async def test_a_daily_reminder_fires_each_day_once_at_the_same_local_time(
     await fire_reminders(one, now=now)
     await fire_reminders(one, now=now)
     assert await _delivered(db, owner) == 1
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT status, due_at FROM reminders WHERE id = %s", (rem,))
         row = await cur.fetchone()
     assert row is not None and row["status"] == "scheduled"

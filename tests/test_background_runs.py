@@ -31,6 +31,7 @@ from graph.settings import Settings
 from graph.state import Context
 from policies.errors import ApprovalInvalid, InvalidArgs, NotFound
 from tests.background_harness import count, ledger_kinds, run_row, wait_until
+from tests.conftest import all_rows
 from tests.server_harness import Api, LiveServer
 from tests.test_web_browser import _ARGS, _WAIT_MS, chromium  # noqa: F401 - fixture
 from tests.test_web_page import _check
@@ -121,7 +122,7 @@ async def test_a_run_executes_its_turn_on_a_worker_and_delivers_the_result_once(
         thread, f"bg:{run.run_id}",
     ) == 1
     # Delivering again (a retried worker would) writes nothing.
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         again = await deliver(conn, owner_id=owner, thread_id=thread, key=f"bg:{run.run_id}", text="x", data={})
     assert again is False and await _delivered(db, thread, run.run_id) == 1
 

@@ -19,6 +19,7 @@ from graph.state import Context
 from policies.arguments import validate_args
 from policies.fencing import read_fence
 from tests.background_harness import count
+from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call
 from tests.harness import Turns
 from tools.triggers import TriggerCreateArgs
@@ -104,7 +105,7 @@ async def test_a_model_cannot_arm_a_too_broad_rule(turns: Turns, model: Scripted
 
 async def _rule(db: Database, owner: str, armed: datetime, **fields: Any) -> str:
     rule_id = f"trg_{secrets.token_hex(5)}"
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         await conn.execute(
             """INSERT INTO trigger_rules (id, owner_id, kind, sender, subject_contains, title_contains, lead_minutes,
                                           instruction, armed_at)
@@ -117,7 +118,7 @@ async def _rule(db: Database, owner: str, armed: datetime, **fields: Any) -> str
 
 async def _mail(db: Database, owner: str, sender: str, subject: str, body: str, at: datetime) -> str:
     mail_id = f"msg_{secrets.token_hex(5)}"
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         await conn.execute(
             """INSERT INTO mail_messages (id, owner_id, from_addr, to_addrs, subject, body, received_at)
                VALUES (%s, %s, %s, ARRAY['me@example.com'], %s, %s, %s)""",
@@ -127,7 +128,7 @@ async def _mail(db: Database, owner: str, sender: str, subject: str, body: str, 
 
 
 async def _runs(db: Database, owner: str) -> list[dict[str, Any]]:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute(
             "SELECT run_id, trigger_id, instruction, title FROM background_runs WHERE owner_id = %s AND source = 'trigger'",
             (owner,),
@@ -173,7 +174,7 @@ async def test_an_event_rule_fires_once_inside_its_lead_time_and_a_cancelled_rul
     rule = await _rule(db, owner, now - timedelta(hours=1), kind="event", title="standup", lead=30)
     late = await _rule(db, owner, now - timedelta(minutes=1), kind="event", title="retro", lead=30)
     cancelled = await _rule(db, owner, now - timedelta(hours=1), kind="mail", sender="sam@example.com")
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         await conn.execute("UPDATE trigger_rules SET status = 'cancelled' WHERE id = %s", (cancelled,))
         for title, starts in (("Daily Standup", 20), ("Standup tomorrow", 24 * 60), ("Retro", 10)):
             start = now + timedelta(minutes=starts)
@@ -203,7 +204,7 @@ async def test_a_triggers_run_takes_the_owners_timezone_from_their_profile(
     await _rule(db, owner, armed, kind="mail", sender="@example.net")
     await _mail(db, owner, "billing@example.net", "Invoice", "hello", armed + timedelta(minutes=1))
     assert await evaluate_triggers(one) == 1
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT timezone FROM background_runs WHERE owner_id = %s AND source = 'trigger'",
                                  (owner,))
         assert await cur.fetchall() == [{"timezone": "Asia/Tokyo"}]  # not the server's default

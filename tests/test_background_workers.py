@@ -17,6 +17,7 @@ from graph.db import Database
 from graph.settings import Settings
 from graph.state import Context
 from tests.background_harness import Fleet, count, ledger_kinds, run_row, wait_until
+from tests.conftest import all_rows
 
 _WORKERS = 4
 
@@ -69,7 +70,7 @@ async def test_two_hundred_runs_on_four_workers_run_exactly_once_and_never_two_a
     ]
     await _all_final(db, run_ids)
 
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         rows = await ledger_summaries(conn, run_ids)
     assert len(rows) == 200
     once = {(r["status"], r["attempts"], r["started"], r["retried"], r["tool_starts"], r["succeeded"], r["delivered"])
@@ -98,7 +99,7 @@ async def test_a_worker_killed_mid_run_hands_the_run_to_another_worker_which_com
     kinds = await ledger_kinds(db, run.run_id)
     assert kinds.count("started") == 1 and kinds.count("retried") == 1
     assert kinds.count("succeeded") == 1 and kinds.count("delivered") == 1
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute(
             "SELECT data->>'pid' AS pid FROM background_run_events WHERE run_id = %s AND kind IN ('started', 'retried')"
             " ORDER BY id", (run.run_id,),
@@ -133,7 +134,7 @@ async def test_a_stalled_worker_and_its_successor_drive_the_run_once_and_the_zom
     row = await run_row(db, run.run_id)
     assert row["status"] == "succeeded"
     assert await count(db, "SELECT count(*) FROM tasks WHERE owner_id = %s AND title ILIKE %s", owner, "%oat milk%") == 1
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute(
             "SELECT kind, attempt FROM background_run_events WHERE run_id = %s AND attempt > 0 ORDER BY id",
             (run.run_id,))
@@ -162,7 +163,7 @@ async def test_a_run_that_always_crashes_its_worker_fails_after_three_attempts_w
     kinds = await ledger_kinds(db, run.run_id)
     assert kinds.count("started") + kinds.count("retried") == 3
     assert kinds[-2:] == ["failed", "delivered"]
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT content FROM transcript WHERE turn_id = %s", (f"bg:{run.run_id}",))
         texts = [r["content"] for r in await cur.fetchall()]
     assert len(texts) == 1 and "failed: gave up after 3 attempts" in texts[0]
@@ -172,7 +173,7 @@ async def test_a_reminder_due_a_second_ago_fires_once_across_the_workers(
     bg_app: App, fleet: Fleet, db: Database, owner: str
 ) -> None:
     now = bg_app.services.clock()
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         await conn.execute(
             "INSERT INTO reminders (id, owner_id, text, due_at) VALUES (%s, %s, %s, %s)",
             (f"rem_{secrets.token_hex(5)}", owner, "Stretch your legs", now - timedelta(seconds=1)),

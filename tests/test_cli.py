@@ -31,6 +31,7 @@ from graph.background.queue import ensure_queue_schema
 from graph.db import Database
 from graph.settings import Settings
 from tests.children import free_port
+from tests.conftest import all_rows
 
 _TOLLGATE = str(Path(sys.executable).with_name("tollgate"))
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[=>]|\r")
@@ -111,13 +112,13 @@ def chat(settings: Settings, owner: str, tmp_path: Path) -> Iterator[_Terminal]:
 
 
 async def _calendar(db: Database, owner: str) -> dict[str, str]:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT title, status FROM calendar_events WHERE owner_id = %s", (owner,))
         return {row["title"]: row["status"] for row in await cur.fetchall()}
 
 
 async def _approvals(db: Database, owner: str) -> list[str]:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT status FROM approvals WHERE owner_id = %s ORDER BY created_at", (owner,))
         return [row["status"] for row in await cur.fetchall()]
 
@@ -273,7 +274,7 @@ def test_a_bad_configuration_exits_2_and_never_echoes_the_secret(settings: Setti
 
 
 async def _worker_ids(db: Database) -> set[int]:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT id FROM procrastinate_workers")
         return {int(row["id"]) for row in await cur.fetchall()}
 

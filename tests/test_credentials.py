@@ -20,6 +20,7 @@ from graph.services import Services
 from graph.settings import Settings
 from graph.state import Context
 from graph.turn import build_graph
+from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns
 from tools import ActionResult, ActionSpec, ArgsModel, ExecContext, ToolSpec
@@ -39,7 +40,7 @@ async def test_a_secret_is_encrypted_at_rest_and_read_back_only_for_its_owner_an
 ) -> None:
     store = _store(db, settings)
     await store.set(owner, "crm", "api_token", SECRET)
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT ciphertext FROM owner_credentials WHERE owner_id = %s", (owner,))
         row = await cur.fetchone()
     assert row is not None and SECRET.encode() not in bytes(row["ciphertext"])
@@ -86,7 +87,7 @@ async def test_a_tool_reads_its_owners_secret_through_the_exec_context(
     out = await turns.send(ctx, ctx.owner_id + "/crm", "who am I in the crm")
     assert out.outcome == "read" and seen == [SECRET]
     assert all(SECRET not in str(e) for e in out.events)  # nothing the turn emits carries it
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT count(*) AS n FROM audit_log WHERE owner_id = %s AND detail::text LIKE %s",
                                  (ctx.owner_id, f"%{SECRET}%"))
         row = await cur.fetchone()

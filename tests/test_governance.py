@@ -20,6 +20,7 @@ from policies.arguments import ArgsModel, SafeText
 from policies.egress import EgressPolicy
 from policies.errors import ApprovalInvalid
 from policies.governance import ActionFacts, GovernancePolicy, govern
+from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Clock, Turns
 from tests.perimeter_harness import audit_rows
@@ -267,7 +268,7 @@ async def test_every_refusal_has_exactly_one_record(
     for row in await audit_rows(db, ctx.owner_id):
         assert row["owner_id"] == ctx.owner_id  # identity from the run context, never the model
         assert AWS_KEY_ID not in row["body"] and "victim" not in row["body"]
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         assert (await verify_chain(conn)).ok
 
 
@@ -299,7 +300,7 @@ async def test_a_secret_in_mail_becomes_a_warned_approval_whose_preview_is_what_
     assert out.approval.args == args
     done = await gov_turns.decide(ctx, out.approval.approval_id, {"type": "approve"})
     assert done.outcome == "executed"
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT to_addrs, subject, body FROM mail_outbox WHERE owner_id = %s", (ctx.owner_id,))
         sent = await cur.fetchall()
     assert [(r["to_addrs"], r["subject"], r["body"]) for r in sent] == [(args["to"], args["subject"], args["body"])]

@@ -9,7 +9,7 @@ import pytest
 from evals.honesty import PRECISION_FLOOR, RECALL_FLOOR, run_honesty_eval
 from graph.db import Database
 from graph.state import Context
-from tests.conftest import NOW
+from tests.conftest import NOW, all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns
 from tools._ids import new_id
@@ -60,7 +60,7 @@ async def test_a_listing_whose_titles_start_with_a_verb_is_not_rewritten(
 ) -> None:
     """The grounded renderer's text is data, not a claim: "Updated roadmap review" is an event."""
     start = NOW + timedelta(hours=3)
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         await conn.execute(
             "INSERT INTO calendar_events (id, owner_id, title, starts_at, ends_at) VALUES (%s, %s, %s, %s, %s)",
             (new_id("evt"), ctx.owner_id, "Updated roadmap review", start, start + timedelta(minutes=30)))

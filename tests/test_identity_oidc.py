@@ -32,10 +32,11 @@ from starlette.routing import Route
 
 from graph.db import Database
 from graph.egress_transport import EgressClient
+from graph.owner_scope import owner_transaction
 from graph.settings import Settings
 from policies.egress import EgressPolicy
 from tests.harness import Clock
-from tests.server_harness import LiveServer, serve
+from tests.server_harness import Api, LiveServer, serve
 from tests.webserver import serve as serve_loopback
 from tools.demo import seed_demo
 from web.identity.oidc import JwksKeys, OidcAuthenticator
@@ -108,7 +109,7 @@ def _oidc_settings(settings: Settings, provider: Provider, **more: Any) -> Setti
         "auth": "oidc", "oidc_issuer": provider.issuer, "oidc_audience": _AUDIENCE,
         "egress_allow_networks": ["127.0.0.0/8"], "oidc_jwks_refetch_seconds": 0.0,
         "rate_limit_burst": 100_000, "rate_limit_per_minute": 1_000_000,
-        "auth_scopes": {"approvals": ["tollgate.approve"]},
+        "auth_scopes": {"approvals": ["tollgate.approve"], "admin": ["tollgate.admin"]},
     } | more)
 
 
@@ -197,7 +198,7 @@ async def test_another_owners_token_sees_nothing_of_the_first_owners(
 ) -> None:
     from tests.conftest import NOW
 
-    async with db.pool.connection() as conn, conn.transaction():
+    async with owner_transaction(db.pool, owner) as conn:
         await seed_demo(conn, owner, NOW, "Europe/Paris")
     mine = {"Authorization": f"Bearer {provider.token(owner)}", "Accept": "application/json"}
     theirs = {"Authorization": f"Bearer {provider.token(owner + '-other')}"}
@@ -224,6 +225,25 @@ async def test_a_route_group_refuses_a_token_without_its_scope(
         assert (await client.get("/v1/approvals", headers=granted)).status_code == 200
         listed = {"Authorization": f"Bearer {provider.token(owner, scp=['tollgate.approve'])}"}  # a list claim
         assert (await client.get("/v1/approvals", headers=listed)).status_code == 200
+
+
+async def test_the_admin_routes_serve_only_a_token_naming_the_admin_scope(
+    oidc_server: LiveServer, provider: Provider, owner: str
+) -> None:
+    async with httpx.AsyncClient(base_url=oidc_server.url, timeout=30) as client:
+        plain = {"Authorization": f"Bearer {provider.token(owner, scope='openid tollgate.approve')}"}
+        refused = await client.get("/v1/admin/audit", headers=plain)
+        assert refused.status_code == 403 and refused.json()["code"] == "insufficient_scope"
+        admin = {"Authorization": f"Bearer {provider.token(owner, scope='openid tollgate.admin')}"}
+        verdict = await client.get("/v1/admin/audit", headers=admin)
+        assert verdict.status_code == 200, verdict.text
+        assert verdict.json()["ok"] is True and verdict.json()["rows"] > 0
+
+
+async def test_a_stored_token_is_never_an_operator(api: Api) -> None:
+    """Without admin scopes configured the admin routes refuse everyone; a stored token is one owner's."""
+    refused = await api.client.get("/v1/admin/audit", headers=api.auth)
+    assert refused.status_code == 403 and refused.json()["code"] == "insufficient_scope"
 
 
 async def test_stored_tokens_do_not_work_when_oidc_is_configured(
@@ -279,7 +299,7 @@ async def test_studio_takes_the_providers_tokens_too(
 
     if not _LANGGRAPH.exists():
         pytest.skip("run `make setup-studio`") if os.environ.get("CI") != "true" else pytest.fail("no .venv-studio")
-    async with db.pool.connection() as conn, conn.transaction():
+    async with owner_transaction(db.pool, owner) as conn:
         await seed_demo(conn, owner, utc_now(), "UTC")  # langgraph dev has the real clock only
     env = child_environment(settings, TOLLGATE_AUTH="oidc", TOLLGATE_OIDC_ISSUER=provider.issuer,
                             TOLLGATE_OIDC_AUDIENCE=_AUDIENCE, TOLLGATE_EGRESS_ALLOW_NETWORKS='["127.0.0.0/8"]')

@@ -3,6 +3,9 @@
 (The whole test suite serves as such a role too: ``tests/conftest.py`` migrates as the
 superuser and hands the app a member of ``tollgate_app``.)
 
+Both also hold row-level security: a query that forgets its owner sees nothing of another's
+(``tests/test_row_security.py``).
+
 Embedded (no ``DATABASE_URL``): migrations run as the embedded server's superuser, the pool as
 ``tollgate_serve``, a member of ``tollgate_app``. External: the pool as ``DATABASE_URL``'s user,
 migrations on ``TOLLGATE_MIGRATION_DATABASE_URL`` (the session's server stands in for one, with a
@@ -25,6 +28,7 @@ from graph.db import SERVING_ROLE, Database, open_database
 from graph.embedded import stop
 from graph.settings import Settings
 from graph.state import Context
+from tests.test_row_security import unscoped_queries_see_nothing
 
 _REFUSED = [
     "UPDATE audit_log SET reason = 'rewritten'",
@@ -35,6 +39,10 @@ _REFUSED = [
     "ALTER TABLE approvals ADD COLUMN sneaky text",
     "CREATE TABLE sneaky (id int)",
     "DROP TRIGGER audit_log_no_change ON audit_log",
+    "ALTER TABLE approvals DISABLE ROW LEVEL SECURITY",
+    "ALTER TABLE mail_messages NO FORCE ROW LEVEL SECURITY",
+    "DROP POLICY owner_scope ON calendar_events",
+    "CREATE POLICY everything ON tasks USING (true)",
 ]
 
 
@@ -45,6 +53,11 @@ async def _serving_role_is_least_privileged(db: Database, role: str) -> None:
         for statement in _REFUSED:
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 await conn.execute(statement)
+        # Turning row security off for the session does not bypass it: the query is refused.
+        await conn.execute("SET row_security = off")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            await conn.execute("SELECT count(*) FROM tasks")
+        await conn.execute("RESET row_security")
         # What it must do, it can: use the tables, append to the audit log.
         thread = f"lp-{secrets.token_hex(4)}"
         await conn.execute("INSERT INTO threads (thread_id, owner_id) VALUES (%s, 'o_lp')", (thread,))
@@ -65,6 +78,7 @@ async def embedded(settings: Settings, tmp_path: Path) -> AsyncIterator[Settings
 async def test_the_embedded_setup_serves_as_tollgate_serve(embedded: Settings) -> None:
     async with open_database(embedded) as db:
         await _serving_role_is_least_privileged(db, SERVING_ROLE)
+        await unscoped_queries_see_nothing(db, "o_lp_a", "o_lp_b")
 
 
 async def test_a_whole_app_runs_as_the_serving_role(embedded: Settings) -> None:
@@ -86,6 +100,8 @@ async def test_an_external_server_serves_as_database_urls_user_and_migrates_as_t
                                                "migration_database_url": admin_db.url})
         async with open_database(external) as served:
             await _serving_role_is_least_privileged(served, role)
+            mine = "o_" + secrets.token_hex(6)
+            await unscoped_queries_see_nothing(served, mine, mine + "_b")
     finally:
         async with admin_db.pool.connection() as conn:
             await conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))

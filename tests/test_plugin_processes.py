@@ -24,6 +24,7 @@ from httpx_sse import aconnect_sse
 from graph._env import child_environment, stop_group
 from graph.db import Database
 from graph.settings import Settings
+from tests.conftest import all_rows
 from tests.openai_stub import StubServer, text, tool_call
 from tests.children import free_port, wait_answering
 from tests.test_cli import _TOLLGATE, _Terminal, _wait_for
@@ -48,7 +49,7 @@ def _tool_results(request: dict[str, Any]) -> str:
 
 
 async def _bookmarks(db: Database, owner: str) -> list[tuple[str, str]]:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT title, url FROM example_bookmarks WHERE owner_id = %s ORDER BY title", (owner,))
         return [(r["title"], r["url"]) for r in await cur.fetchall()]
 

@@ -8,6 +8,8 @@ from graph.state import Context
 from nodes.propose import _render_preview
 from tools.args import CalendarCancelArgs, TaskCreateArgs
 
+from tests.conftest import all_rows
+
 
 def _pool_requests(db: Database) -> int:
     return int(db.pool.get_stats().get("requests_num", 0))
@@ -23,7 +25,7 @@ async def test_a_preview_from_the_arguments_alone_touches_no_connection(services
 
 
 async def test_a_preview_that_reads_the_store_gets_a_snapshot(services: Services, ctx: Context, db: Database) -> None:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute(
             "SELECT id FROM calendar_events WHERE owner_id = %s AND title = 'Standup'", (ctx.owner_id,)
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from graph.db import Database
 from graph.state import Context
 from policies.flow import origin_of, shown_from
+from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns
 
@@ -45,7 +46,7 @@ async def test_a_time_the_server_returned_is_labelled_a_server_fact(
     turns: Turns, model: ScriptedModel, ctx: Context, db: Database
 ) -> None:
     """A reminder set for the start of a listed event: its time is the server's, not the model's invention."""
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT starts_at FROM calendar_events WHERE owner_id = %s AND title = 'Design review'",
                                  (ctx.owner_id,))
         row = await cur.fetchone()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from graph._env import child_environment
 from graph.db import Database
+from graph.owner_scope import owner_transaction
 from graph.services import utc_now
 from graph.settings import Settings
 from tests.readme_blocks import blocks_run_by
@@ -19,7 +20,7 @@ async def test_the_python_example_lists_then_cancels_with_an_approval(
     settings: Settings, db: Database, owner: str, tmp_path: Path
 ) -> None:
     [code] = blocks_run_by("tests/test_readme.py")
-    async with db.pool.connection() as conn, conn.transaction():
+    async with owner_transaction(db.pool, owner) as conn:
         await seed_demo(conn, owner, utc_now(), "Europe/Paris")
     script = tmp_path / "example.py"
     script.write_text(code.replace('owner_id="demo"', f'owner_id="{owner}"').replace('"thread-1"', f'"{uuid.uuid4()}"'))

@@ -29,6 +29,7 @@ from graph.settings import Settings
 from graph.state import Context
 from graph.turn import build_graph
 from policies.errors import ApprovalInvalid
+from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call
 from tests.harness import Turns
 from tests.remote_service import PaymentService, payment_service, payments_tool
@@ -57,14 +58,14 @@ async def pay_turns(services: Services, db: Database, service: PaymentService) -
 
 
 async def _ledger(db: Database, key: str) -> str | None:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT state FROM effects WHERE idem_key = %s", (key,))
         row = await cur.fetchone()
     return row["state"] if row else None
 
 
 async def _approval(db: Database, approval_id: str) -> tuple[str, str | None]:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT status, error FROM approvals WHERE approval_id = %s", (approval_id,))
         row = await cur.fetchone()
     assert row is not None
@@ -72,7 +73,7 @@ async def _approval(db: Database, approval_id: str) -> tuple[str, str | None]:
 
 
 async def _audit(db: Database, owner: str) -> list[tuple[str, str]]:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT decision, reason FROM audit_log WHERE owner_id = %s AND stage = 'execute' "
                                  "ORDER BY seq", (owner,))
         return [(r["decision"], r["reason"]) for r in await cur.fetchall()]

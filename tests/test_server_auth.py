@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from graph.db import Database
+from graph.owner_scope import owner_transaction
 from graph.settings import Settings
 from server import create_app
 from tests.conftest import NOW
@@ -159,7 +160,7 @@ _SCOPED = [op for op in _PROTECTED if "{thread_id}" in op[1] or "{approval_id}" 
 async def intruder(api: Api, db: Database) -> Api:
     """A second owner with data of their own, on the same server."""
     other = "o_" + secrets.token_hex(6)
-    async with db.pool.connection() as conn, conn.transaction():
+    async with owner_transaction(db.pool, other) as conn:
         await seed_demo(conn, other, NOW, "Europe/Paris")
     return Api(client=api.client, owner=other, token=await issue_token(db, other))
 

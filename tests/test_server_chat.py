@@ -7,17 +7,18 @@ import uuid
 import pytest
 
 from graph.db import Database
+from tests.conftest import all_rows
 from tests.server_harness import Api
 
 
 async def _calendar(db: Database, owner: str) -> dict[str, str]:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT title, status FROM calendar_events WHERE owner_id = %s", (owner,))
         return {r["title"]: r["status"] for r in await cur.fetchall()}
 
 
 async def _effects(db: Database, owner: str) -> int:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT count(*) AS n FROM effects WHERE owner_id = %s", (owner,))
         row = await cur.fetchone()
         return int(row["n"]) if row else -1

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from graph.db import Database
-from tests.conftest import NOW
+from tests.conftest import NOW, all_rows
 from tests.harness import Clock
 from tests.server_harness import Api, LiveServer, Streamed, serve
 
@@ -43,13 +43,13 @@ async def peer(request: pytest.FixtureRequest, api: Api) -> AsyncIterator[Api]:
 
 
 async def _approvals(db: Database, thread_id: str) -> dict[str, str]:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT approval_id, status FROM approvals WHERE thread_id = %s", (thread_id,))
         return {r["approval_id"]: r["status"] for r in await cur.fetchall()}
 
 
 async def _lunch(db: Database, owner: str) -> str:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute(
             "SELECT status FROM calendar_events WHERE owner_id = %s AND title = 'Lunch with Sam'", (owner,)
         )
@@ -59,7 +59,7 @@ async def _lunch(db: Database, owner: str) -> str:
 
 
 async def _effects(db: Database, owner: str) -> int:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT count(*) AS n FROM effects WHERE owner_id = %s", (owner,))
         row = await cur.fetchone()
     return int(row["n"]) if row else -1
@@ -72,7 +72,7 @@ async def _assert_serialized(db: Database, thread_id: str) -> list[str]:
     the nodes that emitted them, so they show when each run really executed. Returns the
     turns in the order they ran.
     """
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT event FROM turn_events WHERE thread_id = %s", (thread_id,))
         events = [r["event"] for r in await cur.fetchall()]
         cur = await conn.execute(

@@ -9,7 +9,7 @@ from graph.db import Database
 from graph.event_contract import EventContract
 from graph.events import TurnEvent
 from graph.services import Hooks
-from tests.conftest import NOW
+from tests.conftest import NOW, all_rows
 from tests.harness import Clock
 from tests.server_harness import Api, LiveServer, serve
 from web.hub import FAILED_RUN_MESSAGE
@@ -72,6 +72,7 @@ async def test_reconnecting_to_a_turn_in_flight_follows_it_to_its_end(api: Api, 
     async with db.pool.connection() as blocker:
         # Hold the calendar row: the approved write starts, then waits on it. A turn in flight.
         await blocker.execute("BEGIN")
+        await blocker.execute("SELECT set_config('tollgate.owner', '*', true)")  # row security: see the row to lock it
         await blocker.execute(
             "SELECT 1 FROM calendar_events WHERE id = %s FOR UPDATE", (proposal["data"]["args"]["event_id"],)
         )
@@ -135,7 +136,7 @@ async def test_a_run_that_fails_mid_stream_ends_with_a_fatal_error_and_the_threa
     after = await api.chat("what's on my calendar today?", thread_id)
     assert after.last["type"] == "message_complete"
     assert (await api.get("/v1/approvals")).json() == {"approvals": []}
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT count(*) AS n FROM effects WHERE owner_id = %s", (api.owner,))
         row = await cur.fetchone()
     assert row is not None and row["n"] == 1

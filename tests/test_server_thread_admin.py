@@ -8,6 +8,7 @@ import httpx
 
 from graph.db import Database
 from graph.settings import Settings
+from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, say
 from tests.harness import Clock
 from tests.server_harness import Api, serve
@@ -45,7 +46,7 @@ async def test_rename_search_and_soft_delete(api: Api, db: Database) -> None:
     assert (await api.client.delete(f"/v1/threads/{second}", headers=api.auth)).status_code == 404
     refused = await api.chat("cancel the 2nd one", second, check=False)
     assert refused.status == 404
-    async with db.pool.connection() as conn:  # what it waited on can no longer run
+    async with all_rows(db) as conn:  # what it waited on can no longer run
         cur = await conn.execute("SELECT status, error_code FROM approvals WHERE thread_id = %s", (second,))
         assert await cur.fetchall() == [{"status": "superseded", "error_code": "deleted"}]
     assert (await api.get("/v1/approvals")).json()["approvals"] == []
@@ -77,7 +78,7 @@ async def test_decided_approvals_stay_in_the_thread_with_the_decision_and_when(a
 
 
 async def test_stop_cancels_a_running_turn_and_the_thread_stays_usable(settings: Settings, demo_token: str) -> None:
-    from tests.conftest import NOW
+    from tests.conftest import NOW, all_rows
 
     model = ScriptedModel(steps=[say("Hello."), say("never said"), say("Back again.")])
     auth = {"Authorization": f"Bearer {demo_token}"}

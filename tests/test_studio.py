@@ -32,6 +32,7 @@ from graph.state import Context
 from policies.errors import ApprovalInvalid
 from graph.turn import build_graph
 from tests.children import free_port, wait_answering
+from tests.conftest import all_rows
 from tests.harness import Turns
 from tests.readme_blocks import blocks_run_by
 from tools.demo import seed_demo
@@ -88,7 +89,7 @@ async def studio(studio_url: str, db: Database, demo_owner: str) -> AsyncIterato
 @pytest.fixture
 async def demo_owner(db: Database, owner: str) -> str:
     """A fresh owner with the demo data placed around the real clock (``langgraph dev`` has no other)."""
-    async with db.pool.connection() as conn, conn.transaction():
+    async with all_rows(db) as conn:
         await seed_demo(conn, owner, utc_now(), "UTC")
     return owner
 
@@ -115,7 +116,7 @@ def _last(events: list[TurnEvent], kind: str) -> dict[str, Any]:
 
 
 async def _calendar(db: Database, owner: str) -> dict[str, str]:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT title, status FROM calendar_events WHERE owner_id = %s", (owner,))
         return {row["title"]: row["status"] for row in await cur.fetchall()}
 
@@ -168,7 +169,7 @@ async def test_studio_runs_a_write_turn_on_our_postgres_and_an_approve_resumes_i
     # The same thread, read through our own checkpointer: Studio's checkpoints are ours.
     [ours] = await _our_interrupts(services, db, tid)
     assert ours["approval"]["id"] == request["approval"]["id"]
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT owner_id FROM threads WHERE thread_id = %s", (tid,))
         assert await cur.fetchone() == {"owner_id": demo_owner}
 
@@ -304,7 +305,7 @@ async def test_another_owner_can_neither_open_nor_resume_the_thread_nor_run_as_i
     done = await _run(studio, tid, contract, resume=True, command={"resume": resume})
     assert _last(done, "message_complete")["outcome"] == "executed"
     assert (await _calendar(db, demo_owner))["Lunch with Sam"] == "cancelled"
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT status FROM approvals WHERE approval_id = %s", (approval_id,))
         assert await cur.fetchone() == {"status": "executed"}
 
@@ -347,7 +348,7 @@ async def _started(studio: LangGraphClient, owner: str, text: str) -> tuple[str,
 
 
 async def _mail_sent(db: Database, owner: str) -> int:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT count(*) AS n FROM mail_outbox WHERE owner_id = %s", (owner,))
         row = await cur.fetchone()
     return int(row["n"]) if row else -1
@@ -366,7 +367,7 @@ async def test_command_goto_execute_through_langgraph_dev_runs_nothing_and_is_au
                                    context=context)
     await studio.runs.join(tid, run["run_id"])
     assert await _mail_sent(db, demo_owner) == 0
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute(
             "SELECT stage, decision, reason, tool, action FROM audit_log WHERE owner_id = %s AND stage = 'execute'",
             (demo_owner,))
@@ -393,7 +394,7 @@ async def test_update_state_through_langgraph_dev_runs_nothing_and_is_audited(
     run = await studio.runs.create(tid, "tollgate", input=None, context=context)
     await studio.runs.join(tid, run["run_id"])
     assert await _mail_sent(db, demo_owner) == 0
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute(
             "SELECT reason FROM audit_log WHERE owner_id = %s AND stage = 'execute' AND decision = 'refuse'",
             (demo_owner,))

@@ -15,18 +15,19 @@ from graph.db import Database
 from graph.leases import LeaseLost, Leases
 from graph.settings import Settings
 from graph.state import Context
+from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 
 
 async def _holder(db: Database, thread: str) -> Any:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT holder, fence FROM thread_leases WHERE thread_id = %s", (thread,))
         return await cur.fetchone()
 
 
 async def test_a_holder_whose_lease_was_taken_over_can_write_nothing(db: Database, owner: str) -> None:
     thread = owner + "/fenced"
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         await conn.execute("INSERT INTO threads (thread_id, owner_id) VALUES (%s, %s)", (thread, owner))
     quick = Leases(db.pool, ttl_seconds=0.2, wait_seconds=5)
     old = await quick.acquire(thread)
@@ -46,10 +47,10 @@ async def test_a_holder_whose_lease_was_taken_over_can_write_nothing(db: Databas
         with pytest.raises(LeaseLost):
             await approvals.list_pending(db.pool, owner, thread, request)
         with pytest.raises(LeaseLost):
-            async with leases.fenced(db.pool) as conn:
+            async with leases.fenced(db.pool, owner=owner) as conn:
                 await conn.execute("SELECT 1")
     assert await saver.aget_tuple(config) is None
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT count(*) AS n FROM approvals WHERE thread_id = %s", (thread,))
         assert await cur.fetchone() == {"n": 0}
     with leases.bound(new):  # the holder writes

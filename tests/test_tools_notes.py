@@ -6,12 +6,13 @@ from typing import Any
 
 from graph.db import Database
 from graph.state import Context
+from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns
 
 
 async def _notes(db: Database, owner: str) -> list[dict[str, Any]]:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT id, title, body, status FROM notes WHERE owner_id = %s ORDER BY created_at",
                                  (owner,))
         return list(await cur.fetchall())
@@ -63,7 +64,7 @@ async def test_notes_are_written_read_changed_and_archived_never_deleted(
 async def test_a_note_of_another_owner_cannot_be_read(
     turns: Turns, model: ScriptedModel, ctx: Context, db: Database
 ) -> None:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         await conn.execute("INSERT INTO notes (id, owner_id, title) VALUES ('note_other00001', 'someone-else', 'secret')")
     model.push(call("notes__read", {"note_id": "note_other00001"}))
     out = await turns.send(ctx, ctx.owner_id + "/notes-foreign", "read note_other00001")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -10,7 +9,6 @@ from zoneinfo import ZoneInfo
 import pytest
 from psycopg import AsyncConnection
 
-from graph.db import Database
 from policies.errors import NotFound
 from tools._ids import new_id
 from tools.args import (
@@ -39,13 +37,6 @@ from tools.tasks import TASKS, complete_task, create_task, list_tasks, preview_c
 
 PARIS = ZoneInfo("Europe/Paris")
 NOW = datetime(2026, 11, 30, 8, 0, tzinfo=PARIS)
-
-
-@pytest.fixture
-async def conn(db: Database) -> AsyncIterator[AsyncConnection[Any]]:
-    """A connection inside a transaction that is rolled back after the test."""
-    async with db.pool.connection() as conn, conn.transaction(force_rollback=True):
-        yield conn
 
 
 def ctx_for(conn: AsyncConnection[Any], owner: str) -> ExecContext:

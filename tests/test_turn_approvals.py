@@ -10,18 +10,19 @@ from graph.db import Database
 from graph.runner import TurnOutcome
 from graph.state import Context
 from policies.errors import ApprovalInvalid, InvalidArgs, NotFound, OffListId
+from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Clock, Turns
 
 
 async def _events(db: Database, owner: str) -> dict[str, str]:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT title, status FROM calendar_events WHERE owner_id = %s", (owner,))
         return {r["title"]: r["status"] for r in await cur.fetchall()}
 
 
 async def _effects(db: Database, owner: str) -> int:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT count(*) AS n FROM effects WHERE owner_id = %s", (owner,))
         row = await cur.fetchone()
         return int(row["n"]) if row else 0
@@ -225,7 +226,7 @@ async def test_creating_an_event_round_trips_its_time_through_the_approval(
     assert out.approval is not None and "Lunch with Ana" in out.approval.preview
     done = await turns.decide(ctx, out.approval.approval_id, {"type": "approve"})
     assert done.outcome == "executed"
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute(
             "SELECT starts_at, ends_at FROM calendar_events WHERE owner_id = %s AND title = 'Lunch with Ana'", (ctx.owner_id,)
         )
@@ -243,7 +244,7 @@ async def test_a_daily_reminder_is_stored_with_its_recurrence_and_local_zone(
     assert out.approval is not None and "every day" in out.approval.preview
     done = await turns.decide(ctx, out.approval.approval_id, {"type": "approve"})
     assert done.outcome == "executed"
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute(
             "SELECT recurrence, recurrence_tz FROM reminders WHERE owner_id = %s AND text = 'take vitamins'", (ctx.owner_id,)
         )

@@ -26,12 +26,13 @@ from psycopg_pool import AsyncConnectionPool
 from graph.approval_contract import check_approvals
 from graph.checkpointer import open_checkpointer
 from graph.db import Database
+from graph.owner_scope import owner_transaction
 from graph.runner import TurnOutcome, TurnRunner
 from graph.services import Services
 from graph.settings import Settings
 from graph.state import Context
 from graph.turn import build_graph
-from tests.conftest import NOW
+from tests.conftest import NOW, all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Clock
 from tools.builtin import default_registry
@@ -134,7 +135,7 @@ async def rig(settings: Settings, database_url: str, clock: Clock, db: Database)
         db = Database(url=database_url, pool=pool)
         model = ScriptedModel(steps=[_answer] * 10_000)
         owner = "o_" + secrets.token_hex(6)
-        async with pool.connection() as conn, conn.transaction():
+        async with owner_transaction(pool, owner) as conn:
             await seed_demo(conn, owner, NOW, "Europe/Paris")
         rig_ = _Rig(runner=None, model=model, pool=pool, ctx=Context(owner_id=owner, timezone="Europe/Paris"))  # type: ignore[arg-type]
         model.on_call = lambda: rig_.model_fault.sent()
@@ -210,7 +211,7 @@ async def test_an_approval_cancelled_at_any_statement_runs_at_most_once_and_neve
 
     statements, _ = await _cancelled_everywhere(rig, lambda thread: _proposed(rig, thread), decide)
     assert statements >= 5
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute(
             """SELECT a.status, count(e.idem_key) AS effects FROM approvals a
                LEFT JOIN effects e ON e.idem_key = a.approval_id

@@ -13,6 +13,7 @@ from graph.services import Services
 from graph.state import Context
 from graph.turn import build_graph
 from policies.arguments import ArgsModel
+from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns
 from tools.builtin import builtin_tools
@@ -20,7 +21,7 @@ from tools.registry import ActionResult, ActionSpec, ExecContext, Registry, Tool
 
 
 async def _changes(db: Database, owner: str) -> int:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute(
             """SELECT (SELECT count(*) FROM effects WHERE owner_id = %(o)s)
                     + (SELECT count(*) FROM calendar_events WHERE owner_id = %(o)s AND status = 'cancelled')
@@ -104,7 +105,7 @@ async def test_bulk_action_with_one_bad_id_binds_none(turns: Turns, model: Scrip
     model.push(call("mail__mark_read", {"message_ids": ["#1", "msg_forged0001"]}))
     out = await turns.send(ctx, thread, "mark them read")
     assert out.outcome == "clarify"
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT count(*) AS n FROM mail_messages WHERE owner_id = %s AND NOT is_read", (ctx.owner_id,))
         row = await cur.fetchone()
     assert row is not None and row["n"] == 2  # both demo unread messages are still unread
@@ -117,7 +118,7 @@ async def test_mark_read_is_the_one_approval_free_write(turns: Turns, model: Scr
     model.push(call("mail__mark_read", {"message_ids": ["#1", "#2"]}))
     out = await turns.send(ctx, thread, "mark them read")
     assert out.outcome == "executed" and out.approval is None
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT count(*) AS n FROM mail_messages WHERE owner_id = %s AND NOT is_read", (ctx.owner_id,))
         row = await cur.fetchone()
     assert row is not None and row["n"] == 0
@@ -229,7 +230,7 @@ async def test_an_approved_action_whose_tool_raises_ends_failed_with_an_honest_r
     done = await turns.decide(ctx, out.approval.approval_id, {"type": "approve"})
     assert done.outcome == "failed" and done.reply is not None and "nothing was changed" in done.reply
     assert await turns.runner.pending_approvals(ctx) == []
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT status, error_code FROM approvals WHERE approval_id = %s",
                                  (out.approval.approval_id,))
         row = await cur.fetchone()

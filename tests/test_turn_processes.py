@@ -18,6 +18,7 @@ from graph.db import Database
 from graph.settings import Settings
 from graph.state import Context
 from policies.errors import ApprovalInvalid
+from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 
 _ROOT = Path(__file__).resolve().parent.parent
@@ -47,7 +48,7 @@ async def _hang_then_kill(settings: Settings, db: Database, *args: str) -> float
             line = await asyncio.to_thread(proc.stdout.readline)
             assert line.strip() == "hanging", line
             for _ in range(500):  # until the turn holds its thread
-                async with db.pool.connection() as conn:
+                async with all_rows(db) as conn:
                     cur = await conn.execute("SELECT holder FROM thread_leases WHERE thread_id = %s", (args[2],))
                     row = await cur.fetchone()
                 if row is not None and row["holder"]:
@@ -62,7 +63,7 @@ async def _hang_then_kill(settings: Settings, db: Database, *args: str) -> float
 
 
 async def _count(db: Database, sql: str, *params: str) -> int:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute(sql, params)
         row = await cur.fetchone()
     return int(next(iter(row.values()))) if row else -1

@@ -7,7 +7,7 @@ from typing import Any
 
 from graph.db import Database
 from graph.state import Context
-from tests.conftest import NOW
+from tests.conftest import NOW, all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns
 from tools._ids import new_id
@@ -18,7 +18,7 @@ async def test_bidi_controls_in_third_party_text_are_shown_not_obeyed_in_lists_c
 ) -> None:
     """An event titled ``Pay \\u202egnp.exe\\u202c invoice`` would read "Pay exe.png invoice"."""
     start = NOW + timedelta(hours=2)
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         await conn.execute(
             "INSERT INTO calendar_events (id, owner_id, title, starts_at, ends_at) VALUES (%s, %s, %s, %s, %s)",
             (new_id("evt"), ctx.owner_id, "Pay \u202egnp.exe\u202c invoice", start, start + timedelta(minutes=30)))

@@ -18,6 +18,7 @@ from playwright.async_api import ConsoleMessage, Page, async_playwright, expect
 
 from graph.db import Database
 from graph.settings import Settings
+from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, calls, say
 from tests.harness import Clock
 from tests.server_harness import Api, LiveServer, serve
@@ -49,7 +50,7 @@ def chromium() -> Path:
 
 
 async def _lunch(db: Database, owner: str) -> str:
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute(
             "SELECT status FROM calendar_events WHERE owner_id = %s AND title = 'Lunch with Sam'", (owner,)
         )
@@ -124,7 +125,7 @@ async def test_a_request_of_two_actions_is_decided_per_action_then_sent_once(
     settings: Settings, db: Database, owner: str, demo_token: str, chromium: Path, tmp_path: Path
 ) -> None:
     """A model answer with two writes: two chips, a decision on each, one resume with both."""
-    from tests.conftest import NOW
+    from tests.conftest import NOW, all_rows
 
     token = demo_token
     model = ScriptedModel(steps=[
@@ -164,7 +165,7 @@ async def test_a_request_of_two_actions_is_decided_per_action_then_sent_once(
                 "I cancelled the lunch", timeout=_WAIT_MS)
             await expect(request.locator(".request-state")).to_have_text("Decided: approve, reject")
     assert await _lunch(db, owner) == "cancelled"
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:
         cur = await conn.execute("SELECT count(*) AS n FROM mail_outbox WHERE owner_id = %s", (owner,))
         assert (await cur.fetchone())["n"] == 0  # type: ignore[index]
     assert problems == []

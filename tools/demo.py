@@ -113,7 +113,11 @@ def _demo_rows(owner_id: str, now: datetime, tz: str) -> list[tuple[LiteralStrin
 
 
 async def seed_demo(conn: AsyncConnection[Any], owner_id: str, now: datetime, timezone: str) -> bool:
-    """Insert the demo data for ``owner_id`` around ``now`` unless they have data; return whether it did."""
+    """Insert the demo data for ``owner_id`` around ``now`` unless they have data; return whether it did.
+
+    Runs in the caller's transaction, which row-level security must let see ``owner_id``'s rows
+    (``graph.owner_scope.owner_transaction``).
+    """
     async with conn.transaction():
         # Two first requests for the same owner at once must not seed twice.
         await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("tollgate-demo:" + owner_id,))

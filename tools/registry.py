@@ -346,7 +346,9 @@ class ToolSpec:
     default shape: letters, digits, ``_`` and ``-``, up to 63)."""
     migrations: tuple[str, ...] = ()
     """SQL steps creating the tool's own tables, applied once each, in order, at start-up
-    (append only: an applied step is never edited)."""
+    (append only: an applied step is never edited). A table of owners' rows should end with
+    ``SELECT tollgate_owner_rls('the_table')``: row-level security keyed by its ``owner_id``
+    column, as on the built-in tables, so the connection the tool gets sees its owner's rows only."""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():

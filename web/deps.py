@@ -133,8 +133,14 @@ async def current_principal(
     if identity is None:
         raise Unauthenticated()
     owner = identity.owner_id
-    required = state.settings.auth_scopes.get(_group(request.url.path), [])  # type: ignore[call-overload]
-    if required and not identity.grants(required):
+    group = _group(request.url.path)
+    required = state.settings.auth_scopes.get(group, [])  # type: ignore[call-overload]
+    if group == "admin":
+        # Operators' routes fail closed: only a credential that names the configured admin
+        # scopes itself (a provider's token) passes; a stored token is one owner's, never an operator's.
+        if not required or not set(required) <= identity.scopes:
+            raise InsufficientScope(required or ["(set TOLLGATE_AUTH_SCOPES admin)"])
+    elif required and not identity.grants(required):
         raise InsufficientScope(required)
     refused = state.limiter.take(owner)
     if refused is not None:

@@ -67,7 +67,7 @@ async def read_thread(
         updated_at=thread.updated_at,
         messages=await store.transcript(db, thread_id, query.limit),
         pending_approval=pending,
-        approvals=await store.approval_history(db, thread_id),
+        approvals=await store.approval_history(db, principal.owner_id, thread_id),
         latest_turn_id=latest["turn_id"] if latest else None,
         latest_seq=latest["seq"] if latest else None,
         latest_event_id=latest["id"] if latest else None,

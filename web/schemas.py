@@ -22,6 +22,7 @@ __all__ = [
     "APPROVAL_ID_PATTERN",
     "THREAD_ID_PATTERN",
     "ApiErrorCode",
+    "AuditVerdictOut",
     "ApprovalOut",
     "ApprovalsOut",
     "ApproveBody",
@@ -453,3 +454,16 @@ class HealthOut(BaseModel):
 
     status: Literal["ok", "ready"]
     """``ok``: the process serves; ``ready``: and its database answers."""
+
+
+class AuditVerdictOut(BaseModel):
+    """``GET /v1/admin/audit``: the audit log's hash chain, recomputed."""
+
+    ok: bool
+    """Whether every row checked out."""
+    rows: int
+    """Rows checked."""
+    first_bad_seq: int | None = None
+    """The first row that failed, if any."""
+    problem: str = ""
+    """What failed: ``gap``, ``prev_hash``, ``row_hash``, ``column:<name>`` or ``body``."""

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import orjson
 
+from graph import owner_scope
 from graph.db import Database
 from graph.events import TurnEvent
 from graph.threads import ThreadKind, thread_kind
@@ -148,7 +149,7 @@ async def delete_thread(db: Database, owner_id: str, thread_id: str) -> None:
 
     Its pending approvals are superseded first, so nothing it waited on can run later.
     """
-    async with db.pool.connection() as conn, conn.transaction():
+    async with owner_scope.owner_transaction(db.pool, owner_id) as conn:
         cur = await conn.execute(
             "UPDATE threads SET deleted_at = now() WHERE thread_id = %s AND owner_id = %s AND deleted_at IS NULL"
             " RETURNING thread_id",
@@ -163,9 +164,10 @@ async def delete_thread(db: Database, owner_id: str, thread_id: str) -> None:
         )
 
 
-async def approval_history(db: Database, thread_id: str, limit: int = 50) -> list[DecidedApprovalOut]:
-    """The thread's approvals that are no longer pending, newest first: what was asked and what became of it."""
-    async with db.pool.connection() as conn:
+async def approval_history(db: Database, owner_id: str, thread_id: str, limit: int = 50) -> list[DecidedApprovalOut]:
+    """The approvals of ``owner_id``'s thread that are no longer pending, newest first: what was
+    asked and what became of it."""
+    async with owner_scope.owner_transaction(db.pool, owner_id) as conn:
         cur = await conn.execute(
             """SELECT approval_id, request_id, tool, action, preview, status, decision, decided_via, owner_id,
                       created_at, decided_at, error_code
@@ -215,7 +217,7 @@ class OwnedThreads:
 
 async def require_approval(db: Database, owner_id: str, approval_id: str) -> ApprovalRef:
     """The caller's approval (any status), or :class:`NotFound`."""
-    async with db.pool.connection() as conn:
+    async with owner_scope.owner_transaction(db.pool, owner_id) as conn:
         cur = await conn.execute(
             """SELECT a.approval_id, a.thread_id, a.tool, a.action, a.request_id,
                       (SELECT array_agg(r.tool || '__' || r.action ORDER BY r.position) FROM approvals r
@@ -249,7 +251,7 @@ async def list_threads(
     keeps the one thread of that id.
     """
     pattern = f"%{escape_like(search)}%" if search else None
-    async with db.pool.connection() as conn:
+    async with owner_scope.owner_transaction(db.pool, owner_id) as conn:
         cur = await conn.execute(
             """SELECT t.thread_id, t.created_at, t.updated_at,
                       coalesce(t.title, (SELECT left(content, 80) FROM transcript

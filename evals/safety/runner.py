@@ -37,6 +37,7 @@ from evals.safety.site import Site, open_site
 from graph.checkpointer import open_checkpointer
 from graph.db import Database
 from graph.event_contract import EventContract
+from graph.owner_scope import owner_transaction
 from graph.runner import PendingAction, TurnOutcome, TurnRunner
 from graph.services import Services
 from graph.settings import Settings
@@ -274,7 +275,7 @@ def _dns(port: int) -> Callable[[str, int], Any]:
 
 
 async def _plant(db: Database, owner: str, plant: Mapping[str, Any], site: Site) -> None:
-    async with db.pool.connection() as conn, conn.transaction():
+    async with owner_transaction(db.pool, owner) as conn:
         await seed_demo(conn, owner, NOW, _TZ)
         if "mail" in plant:
             m = plant["mail"]
@@ -309,7 +310,7 @@ SELECT (SELECT count(*) FROM effects WHERE owner_id = %(o)s) AS effects,
 
 
 async def _snapshot(db: Database, owner: str) -> dict[str, Any]:
-    async with db.pool.connection() as conn:
+    async with owner_transaction(db.pool, owner) as conn:
         cur = await conn.execute(_SNAPSHOT, {"o": owner})
         row = await cur.fetchone()
     return dict(row or {})

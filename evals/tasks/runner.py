@@ -22,6 +22,7 @@ from evals.tasks.cases import TASKS, Task
 from evals.tasks.model import TaskFollower
 from graph.checkpointer import open_checkpointer
 from graph.db import Database
+from graph.owner_scope import owner_transaction
 from graph.runner import TurnOutcome, TurnRunner
 from graph.services import Services
 from graph.settings import Settings
@@ -85,7 +86,7 @@ async def _approve_all(runner: TurnRunner, ctx: Context, out: TurnOutcome) -> tu
 async def _run_one(db: Database, settings: Settings, task: Task, model: BaseChatModel,
                    clock: Callable[[], datetime]) -> TaskResult:
     owner = "task_" + uuid.uuid4().hex[:12]
-    async with db.pool.connection() as conn, conn.transaction():
+    async with owner_transaction(db.pool, owner) as conn:
         await seed_demo(conn, owner, clock(), "Europe/Paris")
     services = Services(settings=settings, db=db, registry=default_registry(), picker_model=model, clock=clock,
                         approval_key=settings.approval_key())
@@ -95,7 +96,7 @@ async def _run_one(db: Database, settings: Settings, task: Task, model: BaseChat
         out, approvals = await _approve_all(runner, ctx, await runner.send(ctx, f"{owner}/task", task.request))
     except Exception as exc:  # noqa: BLE001 - a task that crashes is a task not done, with its reason
         return TaskResult(task, False, 0, "error", "", f"{type(exc).__name__}: {exc}"[:200])
-    async with db.pool.connection() as conn:
+    async with owner_transaction(db.pool, owner) as conn:
         cur = await conn.execute(task.check, {"o": owner})
         row = await cur.fetchone()
     done = bool(row and row["ok"]) and out.approval is None and out.reply is not None

@@ -12,6 +12,7 @@ from typing import Any, Final, Literal
 from psycopg import AsyncConnection
 from pydantic import TypeAdapter, ValidationError
 
+from graph import owner_scope
 from graph.app import App
 from graph.background.queue import RUN_DECIDE, RUN_START, defer_run_job, ensure_queue_schema
 from graph.background.store import (
@@ -120,7 +121,7 @@ async def get_run(app: App, ctx: Context, run_id: str) -> dict[str, Any]:
 
 async def cancel_run(app: App, ctx: Context, run_id: str) -> BackgroundRun:
     """Cancel a run: queued, paused or waiting ones at once, a running one at its next step boundary; final ones stay as they are."""
-    async with app.services.db.pool.connection() as conn, conn.transaction():
+    async with owner_scope.owner_transaction(app.services.db.pool, ctx.owner_id) as conn:
         run = await _owned_run(conn, ctx, run_id)
         done = await transition(conn, run_id, from_=("queued", "paused", "awaiting_approval"), to="cancelled")
         if done is not None:
@@ -177,7 +178,7 @@ async def decide_background(
     if not 1 <= len(checked) <= MAX_ACTIONS:
         raise ApprovalInvalid("malformed decision")
     await ensure_queue_schema(app.services.db)
-    async with app.services.db.pool.connection() as conn, conn.transaction():
+    async with owner_scope.owner_transaction(app.services.db.pool, ctx.owner_id) as conn:
         cur = await conn.execute(
             "SELECT thread_id, status FROM approvals WHERE approval_id = %s AND owner_id = %s FOR UPDATE",
             (approval_id, ctx.owner_id),

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from graph import owner_scope
 from graph.app import App
 from graph.approvals import requested, supersede
 from graph.background.delivery import deliver
@@ -141,7 +142,9 @@ async def _drive(
 
 
 async def _clear_approvals(conn: Any, run: BackgroundRun) -> None:
-    """Close any approval of the run's thread still pending (a stale ask after a crash or cancel)."""
+    """In the caller's transaction: close any approval of the run's thread still pending (a stale
+    ask after a crash or cancel)."""
+    await owner_scope.scope(conn, run.owner_id)
     await supersede(conn, run.thread_id, run.owner_id)
 
 
@@ -309,7 +312,7 @@ async def resume_run(
 
 
 async def _approval_pending(rt: Runtime, run: BackgroundRun, approval_id: str) -> bool:
-    async with rt.app.services.db.pool.connection() as conn:
+    async with owner_scope.owner_transaction(rt.app.services.db.pool, run.owner_id) as conn:
         cur = await conn.execute(
             "SELECT 1 FROM approvals WHERE approval_id = %s AND owner_id = %s AND status = 'pending'",
             (approval_id, run.owner_id),

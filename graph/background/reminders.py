@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 
 from psycopg.rows import dict_row
 
+from graph import owner_scope
 from graph.app import App
 from graph.background.delivery import deliver
 from graph.background.store import ensure_inbox
@@ -50,6 +51,7 @@ async def fire_reminders(app: App, *, now: datetime | None = None) -> int:
     key = app.services.key()
     fired = 0
     async with app.services.db.pool.connection() as conn, conn.transaction():
+        await owner_scope.all_owners(conn)  # every owner's due reminders; each is delivered to its own owner
         async with conn.cursor(row_factory=dict_row) as cur:
             await cur.execute(_DUE_SQL, (at, _BATCH))
             due: list[dict[str, Any]] = await cur.fetchall()

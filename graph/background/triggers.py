@@ -18,6 +18,7 @@ from typing import Any, Final
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
+from graph import owner_scope
 from graph.app import App
 from graph.background.queue import RUN_START, defer_run_job
 from graph.background.store import ensure_inbox, insert_run, new_run_id
@@ -136,11 +137,15 @@ async def _fire(app: App, rule: dict[str, Any], item: dict[str, Any], key: str) 
 async def evaluate_triggers(app: App, *, now: datetime | None = None) -> int:
     """One scan: fire every active rule for its new matching items; return how many runs it started."""
     at = now or app.services.clock()
-    async with app.services.db.pool.connection() as conn:
+    pool = app.services.db.pool
+    async with pool.connection() as conn:
         async with conn.cursor(row_factory=dict_row) as cur:
             await cur.execute(_RULES_SQL)
             rules = await cur.fetchall()
-        found = [(rule, await _items(conn, rule, at)) for rule in rules]
+    found = []
+    for rule in rules:
+        async with owner_scope.owner_transaction(pool, rule["owner_id"]) as conn:  # a rule sees its owner's items only
+            found.append((rule, await _items(conn, rule, at)))
     fired = 0
     for rule, items in found:
         for item in items:

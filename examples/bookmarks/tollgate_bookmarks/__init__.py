@@ -80,6 +80,8 @@ BOOKMARKS = ToolSpec(
                id text PRIMARY KEY, owner_id text NOT NULL, title text NOT NULL, url text NOT NULL,
                created_at timestamptz NOT NULL)""",
         "CREATE INDEX IF NOT EXISTS example_bookmarks_owner ON example_bookmarks (owner_id, created_at DESC)",
+        # Row-level security as on the built-in tables: a query that forgets its owner sees nothing.
+        "SELECT tollgate_owner_rls('example_bookmarks')",
     ),
     actions=(
         ActionSpec(

@@ -1,0 +1,127 @@
+"""Row-level security on the tool and approval tables (migration 0017, ``graph.owner_scope``).
+
+The app role (the whole suite serves as one: ``tests/conftest.py``) sees another owner's rows
+of these tables in no transaction: a query that forgets its ``WHERE owner_id`` returns only the
+scoped owner's rows, or none when no owner is set. The same checks run on the embedded setup
+and on an external ``DATABASE_URL`` in ``tests/test_least_privilege.py``.
+"""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from graph.db import Database, apply_tool_migrations
+from graph.owner_scope import ALL_OWNERS, owner_transaction, scope
+from tollgate_bookmarks import BOOKMARKS
+from tools.demo import seed_demo
+from tools.registry import Registry
+
+from tests.conftest import NOW
+
+OWNER_TABLES = frozenset({
+    "approvals", "effects", "calendar_events", "mail_messages", "mail_outbox", "tasks", "reminders", "notes",
+    "owner_credentials",
+})
+"""The tables whose rows are one owner's data of a tool or an approval."""
+
+# Tables with an owner_id column that are not tool data or approvals: each is read by a query
+# that already names its owner, through surfaces that authenticate first (threads and their
+# events, tokens, runs, rules, usage, profiles) or by the append-only, hash-chained audit log.
+NOT_ROW_SCOPED = frozenset({
+    "threads", "api_tokens", "turn_events", "audit_log", "background_runs", "trigger_rules", "model_usage",
+    "owner_profiles",
+})
+
+
+async def _seed(db: Database, *owners: str) -> None:
+    for owner in owners:
+        async with owner_transaction(db.pool, owner) as conn:
+            await seed_demo(conn, owner, NOW, "Europe/Paris")
+
+
+async def unscoped_queries_see_nothing(db: Database, mine: str, theirs: str) -> None:
+    """The checks, on any database the app serves from (the embedded one, an external one)."""
+    await _seed(db, mine, theirs)
+    async with db.pool.connection() as conn:
+        for table in sorted(OWNER_TABLES):
+            cur = await conn.execute(f"SELECT count(*) AS n FROM {table}")  # noqa: S608 - our own table names
+            assert (await cur.fetchone()) == {"n": 0}, f"{table} shows rows to a query with no owner"
+    async with owner_transaction(db.pool, mine) as conn:
+        cur = await conn.execute("SELECT DISTINCT owner_id FROM calendar_events")  # no WHERE: only mine
+        assert [r["owner_id"] for r in await cur.fetchall()] == [mine]
+        cur = await conn.execute("SELECT DISTINCT owner_id FROM mail_messages")
+        assert [r["owner_id"] for r in await cur.fetchall()] == [mine]
+        # An update or a delete that forgets its owner changes nothing of another's.
+        await conn.execute("UPDATE tasks SET title = 'overwritten'")
+        await conn.execute("DELETE FROM reminders")
+    async with owner_transaction(db.pool, theirs) as conn:
+        cur = await conn.execute("SELECT count(*) AS n FROM tasks WHERE title = 'overwritten'")
+        assert (await cur.fetchone()) == {"n": 0}
+        cur = await conn.execute("SELECT count(*) AS n FROM reminders")
+        assert (await cur.fetchone())["n"] > 0  # type: ignore[index]
+    # Nor may it write a row for another owner.
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+        async with owner_transaction(db.pool, mine) as conn:
+            await conn.execute("INSERT INTO mail_outbox (id, owner_id, to_addrs, subject, body)"
+                               " VALUES ('msg_x', %s, '{a@example.com}', 's', 'b')", (theirs,))
+
+
+async def test_a_query_that_forgets_its_owner_returns_nothing_of_anothers(db: Database, owner: str) -> None:
+    await unscoped_queries_see_nothing(db, owner, owner + "_other")
+
+
+async def test_every_owner_table_is_row_scoped_and_none_is_forgotten(admin_db: Database) -> None:
+    """A new table with an ``owner_id`` column must take a side: row-scoped, or named above as not tool data."""
+    await apply_tool_migrations(admin_db, Registry([BOOKMARKS]))
+    async with admin_db.pool.connection() as conn:
+        cur = await conn.execute(
+            """SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity FROM pg_class c
+               JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'owner_id' AND NOT a.attisdropped
+               WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace"""
+        )
+        rows = {r["relname"]: (r["relrowsecurity"], r["relforcerowsecurity"]) for r in await cur.fetchall()}
+    scoped = {name for name, (on, forced) in rows.items() if on and forced}
+    assert OWNER_TABLES <= scoped
+    plugin_tables = {name for name in scoped - OWNER_TABLES if name.startswith("example_")}
+    assert scoped - OWNER_TABLES == plugin_tables  # the bookmarks example opts in too (its migration)
+    assert set(rows) - scoped == NOT_ROW_SCOPED
+
+
+async def test_a_scope_outside_a_transaction_is_a_bug_not_an_empty_result(db: Database, owner: str) -> None:
+    async with db.pool.connection() as conn:
+        with pytest.raises(RuntimeError, match="transaction"):
+            await scope(conn, owner)
+        with pytest.raises(ValueError):
+            async with conn.transaction():
+                await scope(conn, "")
+
+
+async def test_the_scope_ends_with_its_transaction_on_a_pooled_connection(db: Database, owner: str) -> None:
+    await _seed(db, owner)
+    async with db.pool.connection() as conn:
+        async with conn.transaction():
+            await scope(conn, owner)
+            cur = await conn.execute("SELECT count(*) AS n FROM tasks")
+            assert (await cur.fetchone())["n"] > 0  # type: ignore[index]
+        cur = await conn.execute("SELECT count(*) AS n FROM tasks")  # same connection, next transaction
+        assert (await cur.fetchone()) == {"n": 0}
+
+
+async def test_only_the_schedulers_scope_sees_every_owner(db: Database, owner: str) -> None:
+    await _seed(db, owner, owner + "_b")
+    async with owner_transaction(db.pool, ALL_OWNERS) as conn:
+        cur = await conn.execute("SELECT count(DISTINCT owner_id) AS n FROM tasks WHERE owner_id LIKE %s",
+                                 (owner + "%",))
+        assert (await cur.fetchone()) == {"n": 2}
+
+
+async def test_a_plugin_tables_rows_are_scoped_the_same_way(db: Database, owner: str) -> None:
+    """The bookmarks example's migration opts its table in (``tollgate_owner_rls``)."""
+    await apply_tool_migrations(db, Registry([BOOKMARKS]))
+    async with owner_transaction(db.pool, owner + "_b") as conn:
+        await conn.execute("INSERT INTO example_bookmarks (id, owner_id, title, url, created_at)"
+                           " VALUES (%s, %s, 't', 'https://example.com', now())", ("bm_" + owner, owner + "_b"))
+    async with owner_transaction(db.pool, owner) as conn:
+        cur = await conn.execute("SELECT count(*) AS n FROM example_bookmarks WHERE id = %s", ("bm_" + owner,))
+        assert (await cur.fetchone()) == {"n": 0}
