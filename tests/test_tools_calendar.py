@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -193,3 +193,18 @@ async def test_missing_event_is_not_found(conn: AsyncConnection[Any], owner: str
     with pytest.raises(NotFound) as raised:
         await get_event(ctx_for(conn, owner), CalendarGetArgs(event_id="evt_missing"))
     assert raised.value.code == "not_found"
+
+
+async def test_a_day_a_next_week_and_a_word_narrow_the_list(conn: AsyncConnection[Any], owner: str) -> None:
+    ctx = await seeded(conn, owner)  # Mon 30 Nov 2026, Paris
+    wednesday = await list_events(ctx, CalendarListArgs(day=date(2026, 12, 2)))
+    assert [r["label"].split(" — ")[0] for r in wednesday["rows"]] == ["1:1 with Priya"]
+    assert "on Wed 2 Dec" in wednesday["summary"]
+    assert (await list_events(ctx, CalendarListArgs(range="next_week")))["rows"] == []  # Mon 7 - Sun 13 Dec
+    later = ctx_for(conn, owner, NOW - timedelta(days=7))  # a week earlier, this week's events are next week's
+    assert len((await list_events(later, CalendarListArgs(range="next_week", limit=25)))["rows"]) == 5
+    with_sam = await list_events(ctx, CalendarListArgs(range="this_week", contains="sam"))
+    assert [r["label"].split(" — ")[0] for r in with_sam["rows"]] == ["Lunch with Sam"]
+    notes = await list_events(ctx, CalendarListArgs(range="this_week", contains="onboarding"))  # in its notes
+    assert [r["label"].split(" — ")[0] for r in notes["rows"]] == ["Design review"]
+    assert (await list_events(ctx, CalendarListArgs(range="this_week", contains="%")))["rows"] == []  # literal

@@ -82,6 +82,16 @@ async def test_task_lists_by_status_soonest_due_first(conn: AsyncConnection[Any]
     assert TASKS.actions[0].renderer(empty) == "You have no open tasks."
 
 
+async def test_overdue_lists_the_open_tasks_due_before_the_owners_today(conn: AsyncConnection[Any], owner: str) -> None:
+    ctx = await seeded(conn, owner)
+    assert (await list_tasks(ctx, TaskListArgs(status="overdue")))["rows"] == []  # the demo's are due later
+    await create_task(ctx, TaskCreateArgs(title="Pay the rent", due_date=NOW.date() - timedelta(days=1)))
+    await create_task(ctx, TaskCreateArgs(title="Due today", due_date=NOW.date()))
+    overdue = await list_tasks(ctx, TaskListArgs(status="overdue"))
+    assert list(ids_by_label(overdue)) == ["Pay the rent"]
+    assert "overdue task" in overdue["summary"]
+
+
 async def test_task_create_and_soft_complete(conn: AsyncConnection[Any], owner: str) -> None:
     ctx = ctx_for(conn, owner)
     args = TaskCreateArgs(title="Buy milk", due_date=date(2026, 12, 1))

@@ -51,13 +51,16 @@ EmailAddress = Annotated[
 ]
 """A plain ``local@domain`` address (no display names, no comments, no IP literals)."""
 
-CalendarRange = Literal["today", "tomorrow", "this_week", "next_7_days", "upcoming"]
+CalendarRange = Literal["today", "tomorrow", "this_week", "next_week", "next_7_days", "upcoming"]
 
 
 class CalendarListArgs(ArgsModel):
     """List calendar events in a window."""
 
     range: CalendarRange = Field(default="upcoming", description="Which window of events to list.")
+    day: date | None = Field(default=None, description="Only events on this day, YYYY-MM-DD (instead of range).")
+    contains: SafeText(100) | None = Field(
+        default=None, description="Only events whose title, place or notes contain this (a person, a word).")
     limit: Count(1, 25) = Field(default=10, description="Maximum number of events.")
 
 
@@ -130,7 +133,8 @@ class MailMarkReadArgs(ArgsModel):
     message_ids: list[IdRef] = Field(min_length=1, max_length=20, description="Message ids or positions.")
 
 
-TaskStatus = Literal["open", "done", "all"]
+TaskStatus = Literal["open", "overdue", "done", "all"]
+"""``overdue``: open tasks whose due date has passed."""
 
 
 class TaskListArgs(ArgsModel):

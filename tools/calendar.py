@@ -13,8 +13,10 @@ from policies.errors import NotFound
 from tools._ids import new_id
 from tools._render import (
     clip,
+    escape_like,
     fetch_all,
     fetch_one,
+    fmt_day,
     fmt_span,
     fmt_when,
     item_result,
@@ -57,6 +59,7 @@ _RANGE_PHRASE = {
     "today": "today",
     "tomorrow": "tomorrow",
     "this_week": "this week",
+    "next_week": "next week",
     "next_7_days": "in the next 7 days",
     "upcoming": "coming up",
 }
@@ -79,6 +82,9 @@ def calendar_window(range_: str, now: datetime, tz: str) -> tuple[datetime, date
         return midnight(today + timedelta(days=1)), midnight(today + timedelta(days=2))
     if range_ == "this_week":
         return midnight(today), midnight(today + timedelta(days=7 - today.weekday()))
+    if range_ == "next_week":
+        monday = today + timedelta(days=7 - today.weekday())
+        return midnight(monday), midnight(monday + timedelta(days=7))
     if range_ == "next_7_days":
         return now, now + timedelta(days=7)
     return now, None
@@ -107,17 +113,27 @@ async def _load(ctx: ExecContext, event_id: str, *, lock: bool = False) -> dict[
 
 
 async def list_events(ctx: ExecContext, args: CalendarListArgs) -> ActionResult:
-    """Confirmed events overlapping the range's window, earliest first."""
-    start, end = calendar_window(args.range, ctx.now, ctx.timezone)
+    """Confirmed events overlapping the window (``day``'s, else the range's), earliest first;
+    with ``contains``, only those whose title, place or notes contain it."""
+    if args.day is not None:
+        start = datetime.combine(args.day, time(), tzinfo=zone(ctx.timezone))
+        end: datetime | None = datetime.combine(args.day + timedelta(days=1), time(), tzinfo=zone(ctx.timezone))
+        phrase = f"on {fmt_day(args.day)}"
+    else:
+        start, end = calendar_window(args.range, ctx.now, ctx.timezone)
+        phrase = _RANGE_PHRASE[args.range]
+    pattern = f"%{escape_like(args.contains)}%" if args.contains else None
     rows = await fetch_all(
         ctx,
         f"SELECT {_COLUMNS} FROM calendar_events"
         " WHERE owner_id = %s AND status = 'confirmed' AND ends_at > %s"
         " AND (%s::timestamptz IS NULL OR starts_at < %s)"
+        " AND (%s::text IS NULL OR title ILIKE %s OR location ILIKE %s OR description ILIKE %s)"
         " ORDER BY starts_at, id LIMIT %s",
-        (ctx.owner_id, start, end, end, args.limit + 1),
+        (ctx.owner_id, start, end, end, pattern, pattern, pattern, pattern, args.limit + 1),
     )
-    phrase = _RANGE_PHRASE[args.range]
+    if args.contains:
+        phrase += f" with “{clip(args.contains, 40)}”"
     shown = rows[: args.limit]
     if not shown:
         summary = f"You have no events {phrase}."

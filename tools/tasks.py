@@ -18,6 +18,7 @@ from tools._render import (
     fmt_day,
     list_result,
     load_owned,
+    local,
     quoted,
     render_list,
     render_summary,
@@ -41,16 +42,20 @@ def _label(row: dict[str, Any]) -> str:
 
 
 async def list_tasks(ctx: ExecContext, args: TaskListArgs) -> ActionResult:
-    """Open, done or all tasks: open ones first, soonest due first, undated last."""
-    where = "" if args.status == "all" else " AND status = %s"
-    params: list[Any] = [ctx.owner_id] + ([] if args.status == "all" else [args.status])
+    """Open, overdue (open and due before the owner's today), done or all tasks: open ones first,
+    soonest due first, undated last."""
+    where, params = "", [ctx.owner_id]
+    if args.status == "overdue":
+        where, params = " AND status = 'open' AND due_date < %s", [*params, local(ctx.now, ctx.timezone).date()]
+    elif args.status != "all":
+        where, params = " AND status = %s", [*params, args.status]
     rows = await fetch_all(
         ctx,
         f"SELECT {_COLUMNS} FROM tasks WHERE owner_id = %s{where}"
         " ORDER BY status = 'done', due_date NULLS LAST, created_at, id LIMIT %s",
         [*params, args.limit + 1],
     )
-    noun = {"open": "open task", "done": "done task", "all": "task"}[args.status]
+    noun = {"open": "open task", "overdue": "overdue task", "done": "done task", "all": "task"}[args.status]
     shown, summary = count_summary(rows, args.limit, noun)
     result_rows: list[ResultRow] = [{"id": r["id"], "label": _label(r)} for r in shown]
     return list_result(_TOOL, "list", "tasks", result_rows, summary)

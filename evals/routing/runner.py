@@ -30,6 +30,8 @@ from policies.arguments import validate_args
 __all__ = [
     "ACCURACY_FLOOR",
     "CASES_PATH",
+    "INDEPENDENT_PATH",
+    "INDEPENDENT_SETTINGS",
     "Case",
     "CaseResult",
     "ExactMatch",
@@ -38,11 +40,18 @@ __all__ = [
     "Outcome",
     "Report",
     "load_cases",
+    "run_independent_eval",
     "run_routing_eval",
 ]
 
 CASES_PATH: Final = Path(__file__).with_name("cases.jsonl")
-"""The default case file."""
+"""The original set: written with the picker's grammar."""
+
+INDEPENDENT_PATH: Final = Path(__file__).with_name("independent.jsonl")
+"""The independent set: requests written as people phrase them, not from the grammar (web tools on)."""
+
+INDEPENDENT_SETTINGS: Final[dict[str, Any]] = {"web_tools": True, "search_url": "http://search.invalid"}
+"""The registry settings the independent set is asked under: every built-in tool, the web ones too."""
 
 ACCURACY_FLOOR: Final = 1.0
 """The exact-match accuracy the offline picker must keep (the level reached, rounded down)."""
@@ -180,6 +189,22 @@ class Report:
         return sum(r.exact for r in self.results) / len(self.results) if self.results else 0.0
 
     @property
+    def clarified(self) -> int:
+        """Cases that were not exact because the picker asked a question instead."""
+        return sum(1 for r in self.results if not r.exact and r.got.kind == "clarify")
+
+    @property
+    def wrong(self) -> int:
+        """Cases that were neither exact nor a question: another call, or a reply where a call was expected."""
+        return sum(1 for r in self.results if not r.exact and r.got.kind != "clarify")
+
+    def summary(self) -> str:
+        """One line: cases, exact, clarified, wrong, wrong writes."""
+        n = len(self.results)
+        return (f"{n} cases: {sum(r.exact for r in self.results)} exact ({self.accuracy:.1%}), {self.clarified} clarified, "
+                f"{self.wrong} wrong, {self.wrong_writes} wrong writes")
+
+    @property
     def wrong_writes(self) -> int:
         """How many cases emitted a wrong write."""
         return sum(r.wrong_write for r in self.results)
@@ -283,12 +308,12 @@ class _Functions:
     capabilities: str
 
 
-def _functions() -> _Functions:
+def _functions(settings: Mapping[str, Any] | None = None) -> _Functions:
     if importlib.util.find_spec("tools.builtin") is None:  # no built-in registry: the arg models alone
         schemas = known_function_schemas()
         meaning = {f"{t}__{a}": (t, a, k.args, k.writes) for (t, a), k in KNOWN.items()}
         return _Functions(schemas, meaning, "I can help with your mail, calendar, tasks and reminders.")
-    registry = importlib.import_module("tools.builtin").default_registry()
+    registry = importlib.import_module("tools.builtin").default_registry(settings)
     meaning = {f"{t.name}__{a.name}": (t.name, a.name, a.args, a.writes) for t, a in registry.actions()}
     return _Functions(registry.function_schemas(), meaning, registry.capability_summary())
 
@@ -323,7 +348,12 @@ def run_cases(cases: Sequence[Case], functions: _Functions | None = None) -> Rep
     return Report(tuple(results))
 
 
-def run_routing_eval(path: Path = CASES_PATH) -> Report:
-    """Load the cases, run them, and return the report."""
-    functions = _functions()
+def run_routing_eval(path: Path = CASES_PATH, settings: Mapping[str, Any] | None = None) -> Report:
+    """Load the cases, run them against the built-in tools enabled for ``settings``, and return the report."""
+    functions = _functions(settings)
     return run_cases(load_cases(path, functions.capabilities), functions)
+
+
+def run_independent_eval() -> Report:
+    """The independent set, with the web tools on."""
+    return run_routing_eval(INDEPENDENT_PATH, INDEPENDENT_SETTINGS)
