@@ -11,21 +11,23 @@ Anything that maps to nothing becomes a short clarifying question, never a guess
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from nodes.offline import events, mail, reminders, todo
+from nodes.offline.examples import Example, Match, fill, nearest
 from nodes.offline.functions import KNOWN
 from nodes.offline.moods import Mood, is_standalone_no, is_yes, mood_of, small_talk_reply
-from nodes.offline.plan import Call, Plan, Turn, clarify, reply
+from nodes.offline.plan import Call, Direct, Plan, Reply, Turn, clarify, reply
+from nodes.offline.scope import NOTE_TAKING, out_of_scope
 from nodes.offline.refs import find_positions, match_rows, names_an_item
 from nodes.offline.select import KINDS, cut, kind_named, kinds_named, without_times
 from nodes.offline.text import normalize
 from nodes.offline.times import find_when
 from nodes.offline.verbs import head_verb, verb_after_time
 
-__all__ = ["decide"]
+__all__ = ["Routes", "decide"]
 
 _CAPS: Final = re.compile(
     r"^(?:help|menu|commands|capabilities|what\s+(?:else\s+)?can\s+(?:you|i)\s+(?:do|ask|say|help\s+(?:me\s+)?with)(?:\s+(?:for\s+me|here|with\s+you))?"
@@ -313,8 +315,74 @@ def _special(turn: Turn) -> Plan | None:
     return todo.add_it(turn)
 
 
-def decide(request: str, context: Mapping[str, Any] | None) -> Plan:
-    """The offline picker's plan for ``request`` given the fenced ``context``."""
+@dataclass(frozen=True, slots=True)
+class Routes:
+    """What the bound functions offer beyond the grammar: their usage examples."""
+
+    examples: tuple[Example, ...] = ()
+    """Every usage example of every bound function."""
+    known: frozenset[str] = frozenset()
+    """The bound functions the grammar serves itself (it routes to those, not the examples)."""
+
+    def best(self, text: str, *, only: Callable[[str], bool] | None = None) -> Match | None:
+        """The nearest example among the functions the grammar does not serve (and ``only`` admits)."""
+        pool = [e for e in self.examples if e.function not in self.known and (only is None or only(e.function))]
+        return nearest(text, pool)
+
+    def rivals(self, text: str, match: Match) -> bool:
+        """Whether an example of a grammar-served function is at least as near as ``match``."""
+        known = nearest(text, [e for e in self.examples if e.function in self.known])
+        return known is not None and known.score >= match.score
+
+
+_EXAMPLE_SCORE: Final = 0.5
+"""The least weighted share of an example's words a request must have to be routed by it."""
+_ANCHORED_SCORE: Final = 0.45
+"""The same when the request names the tool itself ("note", "weather", "web")."""
+
+
+def _anchored(match: Match, text: str) -> bool:
+    tool = match.example.function.split("__", 1)[0].lower()
+    nouns = {tool, tool.rstrip("s")}
+    return any(re.search(rf"\b{re.escape(n)}s?\b", text, re.I) for n in nouns if len(n) >= 3)
+
+
+def _direct(turn: Turn, match: Match | None) -> Plan | None:
+    """The call ``match`` stands for, or a question naming what it still needs."""
+    if match is None:
+        return None
+    args = fill(turn.text, match)
+    if args is None:
+        what = match.example.function.replace("__", " ").replace("_", " ")
+        return clarify(f"I can {what} for you, but I need a little more: for example “{match.example.text}”.")
+    return Direct(match.example.function, args)
+
+
+def _by_example(turn: Turn, routes: Routes, *, anchored_only: bool) -> Plan | None:
+    match = routes.best(turn.text)
+    if match is None or routes.rivals(turn.text, match):
+        return None
+    needs_url = "url" in (match.example.parameters.get("required") or ())
+    if needs_url and "http" not in turn.text.lower():
+        return None
+    if _anchored(match, turn.text) and match.score >= _ANCHORED_SCORE:
+        return _direct(turn, match)
+    if not anchored_only and match.score >= _EXAMPLE_SCORE and not kinds_named(turn.text):
+        return _direct(turn, match)  # a request naming mail, events, tasks or reminders is the grammar's
+    return None
+
+
+def _note(turn: Turn, routes: Routes) -> Plan:
+    """A request to write something down: the notes tool's write, or an honest no."""
+    match = routes.best(turn.text, only=lambda name: "note" in name.split("__", 1)[0].lower())
+    if match is not None and not any(k in match.example.function for k in ("list", "read", "archive")):
+        return _direct(turn, match) or clarify("What should the note say?")
+    return reply("I can't keep notes here. I can add it to your tasks or set a reminder if you like.")
+
+
+def decide(request: str, context: Mapping[str, Any] | None, routes: Routes | None = None) -> Plan:
+    """The offline picker's plan for ``request`` given the fenced ``context`` and what is bound."""
+    routes = routes or Routes()
     turn = Turn.of(request, context)
     chat = small_talk_reply(request)
     if chat is None and not re.search(r"\w", turn.text) and re.search(r"\w", request):
@@ -335,6 +403,11 @@ def decide(request: str, context: Mapping[str, Any] | None) -> Plan:
     done = todo.finished_task(turn)  # "I booked the flights" with "Book flights" listed: before moods
     if done is not None:
         return done
+    refused = out_of_scope(turn.text)
+    if refused is not None:
+        return reply(refused)
+    if NOTE_TAKING.search(turn.text):
+        return _note(turn, routes)
     text = re.sub(r"^remind\s+(?:me|us)\s+(?=(?:what|when|where|who|which|how|if|whether)\b)", "", turn.text, flags=re.I)
     verb = head_verb(text) or verb_after_time(turn, text)
     mood, core = mood_of(text, opens_with_verb=verb is not None)
@@ -342,8 +415,14 @@ def decide(request: str, context: Mapping[str, Any] | None) -> Plan:
         core = normalize(core)
         verb = head_verb(core)
         text = core
+    if mood is None:
+        routed = _by_example(turn, routes, anchored_only=True)
+        if routed is not None:
+            return routed
     plan = _special(replace(turn, text=text)) or _route(replace(turn, text=text), verb)
     if mood is None:
+        if isinstance(plan, Reply) and plan.outcome == "clarify":
+            return _by_example(turn, routes, anchored_only=False) or plan
         return plan
     if isinstance(plan, Call) and KNOWN[plan.key].writes:
         return _downgrade(turn, mood, core, plan)

@@ -23,8 +23,9 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from nodes.offline.functions import KNOWN, bound_functions, resolve_function
-from nodes.offline.intents import decide
-from nodes.offline.plan import Plan, Reply, clarify
+from nodes.offline.examples import examples_of
+from nodes.offline.intents import Routes, decide
+from nodes.offline.plan import Direct, Plan, Reply, clarify
 from nodes.picker_prompt import context_of
 from policies.arguments import validate_args
 
@@ -87,8 +88,19 @@ class OfflinePicker(BaseChatModel):
             return AIMessage(content="", response_metadata={"model_provider": _PROVIDER, "outcome": "done"})
         request = messages[last_human].text
         context = context_of(list(messages))
-        plan = decide(request, context)
-        return _message(plan, bound_functions(tools), request, context)
+        bound = bound_functions(tools)
+        plan = decide(request, context, _routes(tools, bound))
+        return _message(plan, bound, request, context)
+
+
+def _routes(tools: Sequence[Mapping[str, Any]], bound: Mapping[str, Mapping[str, Any]]) -> Routes:
+    """The bound functions' usage examples, and which of them the grammar serves itself."""
+    descriptions = {
+        str(t["function"]["name"]): str(t["function"].get("description") or "")
+        for t in tools if t.get("type") == "function" and isinstance(t.get("function"), Mapping)
+    }
+    known = frozenset(name for key in KNOWN if (name := resolve_function(key, bound)) is not None)
+    return Routes(tuple(examples_of(bound, descriptions)), known)
 
 
 def _text(plan: Reply) -> AIMessage:
@@ -98,6 +110,15 @@ def _text(plan: Reply) -> AIMessage:
 def _message(plan: Plan, bound: Mapping[str, Mapping[str, Any]], request: str, context: Any) -> AIMessage:
     if isinstance(plan, Reply):
         return _text(plan)
+    if isinstance(plan, Direct):
+        if plan.function not in bound:
+            return _text(clarify("I can't do that here: that action isn't available. Is there something else I can help with?"))
+        return AIMessage(
+            content="",
+            tool_calls=[tool_call(name=plan.function, args=plan.args,
+                                  id=_call_id(request, context, plan.function, plan.args))],
+            response_metadata={"model_provider": _PROVIDER, "outcome": "call"},
+        )
     name = resolve_function(plan.key, bound)
     if name is None:
         return _text(clarify("I can't do that here: that action isn't available. Is there something else I can help with?"))

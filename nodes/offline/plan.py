@@ -12,7 +12,7 @@ from nodes.offline.functions import ActionKey
 from nodes.offline.refs import Row
 from nodes.offline.text import normalize
 
-__all__ = ["Call", "Plan", "Reply", "Turn", "clarify", "reply"]
+__all__ = ["Call", "Direct", "Plan", "Reply", "Turn", "clarify", "reply"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +35,17 @@ class Reply:
     """A plain answer, or a question back to the user."""
 
 
-Plan = Call | Reply
+@dataclass(frozen=True, slots=True)
+class Direct:
+    """Call a bound function the grammar does not know (a plug-in's, the web's) by its name."""
+
+    function: str
+    """The bound function's name."""
+    args: dict[str, Any]
+    """JSON arguments, filled from its parameters schema (the server validates them)."""
+
+
+Plan = Call | Direct | Reply
 """The decision for one request."""
 
 
