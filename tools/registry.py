@@ -470,7 +470,7 @@ class Registry:
             schema = action.args.model_json_schema()
             schema.pop("title", None)
             schema["additionalProperties"] = False
-            examples = "; ".join(f'"{e}"' for e in action.usage_examples[:3])
+            examples = "; ".join(f'"{e}"' for e in action.usage_examples[:4])
             out.append(
                 {
                     "type": "function",

@@ -321,7 +321,8 @@ def web_tools(settings: Mapping[str, Any] | BaseModel | None, *, resolver: Resol
                 tier="allowlist",
                 executor=forecast,
                 renderer=_render_forecast,
-                usage_examples=("What's the weather in Paris?", "Will it rain in Lyon tomorrow?", "Forecast for Berlin this week"),
+                usage_examples=("What's the weather in Paris?", "Will it rain in Lyon tomorrow?", "Forecast for Berlin this week",
+                                "Should I take an umbrella in Rome tomorrow?"),
             ),
         ),
     )
@@ -352,7 +353,8 @@ def web_tools(settings: Mapping[str, Any] | BaseModel | None, *, resolver: Resol
                 executor=search,
                 renderer=_render_search,
                 third_party=True,
-                usage_examples=("Search the web for LangGraph interrupts", "Look up PostgreSQL advisory locks", "Find reviews of the Lisbon metro"),
+                usage_examples=("Search the web for LangGraph interrupts", "Look up PostgreSQL advisory locks", "Find reviews of the Lisbon metro",
+                                "Google the best pizza in Naples"),
             ),
         )
     web = ToolSpec(

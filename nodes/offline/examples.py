@@ -31,6 +31,7 @@ _STOP: Final = frozenset(
     "what's whats what do does did about with from".split()
 )
 _URL: Final = re.compile(r"https?://[^\s<>\"']+")
+_PREFIX_SCORE: Final = 0.6
 _PLACE_FIELDS: Final = frozenset({"place", "city", "location", "town"})
 _TRAILING_TIME: Final = re.compile(
     r"\s+(?:today|tonight|tomorrow|this\s+(?:week|weekend|morning|afternoon|evening)|next\s+week|right\s+now|now)\s*$", re.I)
@@ -101,6 +102,10 @@ def nearest(request: str, examples: Sequence[Example]) -> Match | None:
             continue
         example_words = _words(example.text)
         same_verb = bool(asked and example_words and asked[0] == example_words[0])
+        if len(example_words) > 2 and asked[:2] == example_words[:2] and example_words[0] not in _STOP:
+            # The request opens as the example does ("look up ...", "search the web ..."): the
+            # example's command, whatever its own value words.
+            score = max(score, _PREFIX_SCORE)
         if best is None or (score, same_verb) > (best.score, best.same_verb):
             best = Match(example, score, same_verb)
     return best
@@ -114,13 +119,14 @@ def _free_text(request: str, example: str) -> str:
     ops = difflib.SequenceMatcher(a=wanted, b=lowered, autojunk=False).get_opcodes()
     gaps = [(i2 - i1, j1, j2) for tag, i1, i2, j1, j2 in ops if tag in ("replace", "insert") and j2 > j1]
     if not gaps:
-        # The request repeats the example's opening ("make a note: ..."): what follows it.
-        lead = ops[0] if ops and ops[0][0] == "equal" else None
-        return " ".join(asked[lead[4]:]) if lead and lead[4] < len(asked) else ""
+        # The request repeats the example ("make a note: ..."): what follows its colon, if any.
+        _, colon, rest = request.partition(":")
+        return rest.strip() if colon else ""
+    if ops[0][0] == "equal" and ops[0][1] == 0 and ops[0][3] == 0:
+        # The request opens with the example's command ("google", "note to self:"): the rest is its value.
+        return " ".join(asked[ops[0][4]:])
     _, j1, j2 = max(gaps, key=lambda g: (g[0], g[2] - g[1]))
-    if j2 < len(asked) and all(op[0] == "equal" for op in ops if op[3] >= j2):
-        return " ".join(asked[j1:j2])
-    return " ".join(asked[j1:]) if ops and ops[-1][0] != "equal" else " ".join(asked[j1:j2])
+    return " ".join(asked[j1:j2])
 
 
 def _place(request: str) -> str:
@@ -131,19 +137,32 @@ def _place(request: str) -> str:
     return value.title() if value == value.lower() else value
 
 
-def fill(request: str, match: Match) -> dict[str, Any] | None:
+_ABOUT: Final = re.compile(r"\b(?:about|containing|mentioning|on)\s+(?:the\s+|my\s+)?(.+?)[?.!]*$", re.I)
+_FILTER_FIELDS: Final = frozenset({"contains", "query", "q", "search"})
+
+
+def fill(request: str, match: Match, given: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """Arguments for the matched function from ``request``; ``None`` when a required one has no value.
 
-    A ``url`` field takes the first http(s) address; a place field the words after its
-    preposition ("in Lyon"); the one other required text field the words where the request
-    differs from the example. Fields with defaults keep them.
+    Fields in ``given`` (ids the caller resolved) are kept. A ``url`` field takes the first
+    http(s) address; a place field the words after its preposition ("in Lyon"); the one other
+    required text field the words where the request differs from the example (or what follows
+    its colon); an optional filter field (``contains``) what the request says it is "about".
+    Other fields keep their defaults.
     """
     schema = match.example.parameters
     props: Mapping[str, Any] = schema.get("properties") or {}
     required = [str(name) for name in schema.get("required") or ()]
-    args: dict[str, Any] = {}
+    args: dict[str, Any] = dict(given or {})
+    for name in props:
+        if name in _FILTER_FIELDS and name not in required and name not in args:
+            about = _ABOUT.search(request)
+            if about is not None:
+                args[name] = about.group(1).strip()[:100]
     text_fields = []
     for name in required:
+        if name in args:
+            continue
         prop = props.get(name) or {}
         if name == "url" or prop.get("format") == "uri":
             found = _URL.search(request)

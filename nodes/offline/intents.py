@@ -347,11 +347,39 @@ def _anchored(match: Match, text: str) -> bool:
     return any(re.search(rf"\b{re.escape(n)}s?\b", text, re.I) for n in nouns if len(n) >= 3)
 
 
+def _id_args(turn: Turn, match: Match) -> dict[str, Any] | Reply:
+    """The matched function's id fields ("an id or position ... from the latest list"), resolved
+    from the request's position ("#2", "the first one") or the one row of that tool's latest
+    list whose title the request names; a question when there is none, or more than one."""
+    schema = match.example.parameters
+    props: Mapping[str, Any] = schema.get("properties") or {}
+    rows = turn.recent.get(match.example.function.split("__", 1)[0]) or ()
+    args: dict[str, Any] = {}
+    asked = set(re.findall(r"\w+", turn.text.lower()))
+    for name in schema.get("required") or ():
+        if "position" not in str((props.get(name) or {}).get("description", "")):
+            continue
+        positions = find_positions(turn.text)
+        if positions is not None and positions.mode == "items" and len(positions.items) == 1 and positions.items[0] > 0:
+            args[name] = f"#{positions.items[0]}"
+            continue
+        hits = [r for r in rows if (title := re.findall(r"\w+", str(r.get("label", "")).split(" — ")[0].lower()))
+                and set(title) <= asked]
+        if len(hits) != 1:
+            return clarify("Which one do you mean? Say its name or its number in the list." if hits or rows else
+                           "Which one do you mean? Ask me to list them first, then say its number.")
+        args[name] = str(hits[0]["id"])
+    return args
+
+
 def _direct(turn: Turn, match: Match | None) -> Plan | None:
     """The call ``match`` stands for, or a question naming what it still needs."""
     if match is None:
         return None
-    args = fill(turn.text, match)
+    given = _id_args(turn, match)
+    if isinstance(given, Reply):
+        return given
+    args = fill(turn.text, match, given)
     if args is None:
         what = match.example.function.replace("__", " ").replace("_", " ")
         return clarify(f"I can {what} for you, but I need a little more: for example “{match.example.text}”.")

@@ -60,8 +60,8 @@ _LOOSE_MOODS: Final[tuple[tuple[Mood, re.Pattern[str]], ...]] = (
 )
 
 _SMALL_TALK: Final = re.compile(
-    r"^(?:hi|hello|hey|yo|good\s+(?:morning|afternoon|evening|night)|thanks?(?:\s+you)?(?:\s+(?:so\s+much|a\s+lot|again))?|thx|ty|cheers"
-    r"|great|cool|nice|awesome|perfect|ok(?:ay)?|got\s+it|bye|goodbye|see\s+you|good\s*night|how\s+are\s+you(?:\s+doing)?"
+    r"^(?:(?:hi|hello|hey|yo)(?:\s+(?:there|you|all))?|good\s+(?:morning|afternoon|evening|night)|thanks?(?:\s+you)?(?:\s+(?:so\s+much|a\s+lot|again))?|thx|ty|cheers"
+    r"|(?:ok(?:ay)?\s+)?(?:great|cool|nice|awesome|perfect)|ok(?:ay)?|got\s+it|bye|goodbye|see\s+you|good\s*night|how\s+are\s+you(?:\s+doing)?"
     r"|who\s+are\s+you|what(?:'s|\s+is)\s+your\s+name|lol|haha|you'?re\s+(?:great|awesome|the\s+best)|that'?s\s+(?:all|it|great|perfect))"
     r"(?:[\s!.,?]+(?:thanks?|thank\s+you|that's\s+all|all\s+good|so\s+much|a\s+lot|again))*[\s!.,?:)]*$",
     re.I,

@@ -65,6 +65,8 @@ def create_task(turn: Turn) -> Plan:
     title = clean_fragment(rest).strip("\"'")
     if not title:
         return clarify("What's the task?")
+    if re.fullmatch(r"(?:for\s+)?(?:it|that|this|them|those|these)(?:\s+one)?", title, re.I):
+        return clarify("What should the task say? Tell me in a few words, like “add a task to call the plumber”.")
     args: dict[str, Any] = {"title": (title[:1].upper() + title[1:])[:200]}
     if due is not None:
         args["due_date"] = due
