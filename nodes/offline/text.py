@@ -10,32 +10,22 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from nodes.offline.spelling import repair
+
 __all__ = ["NUMBER_WORDS", "ORDINAL_WORDS", "clean_fragment", "normalize", "number_of"]
 
-# Common misspellings seen in chat requests -> the word the grammar knows. Word-level only,
-# so a typo inside a title ("Calender review") is repaired too; that is the lesser harm.
+# Chat abbreviations and misspellings more than one edit away -> the word the grammar knows
+# (single-edit typos are repaired by edit distance: nodes.offline.spelling). Word-level only, so a
+# typo inside a title ("Calender review") is repaired too; that is the lesser harm.
 _TYPOS: Final[dict[str, str]] = {
-    "calender": "calendar", "calandar": "calendar", "calander": "calendar", "calendr": "calendar",
-    "calnedar": "calendar", "tomorow": "tomorrow", "tommorow": "tomorrow", "tommorrow": "tomorrow",
-    "tomorrw": "tomorrow", "tmrw": "tomorrow", "tmr": "tomorrow", "tmrow": "tomorrow",
-    "tomorro": "tomorrow", "2morrow": "tomorrow", "tonite": "tonight", "tody": "today",
-    "todya": "today", "emial": "email", "emal": "email", "eamil": "email",
-    "mial": "mail", "inobx": "inbox", "inbx": "inbox", "reminer": "reminder",
-    "remider": "reminder", "reminde": "reminder", "remindr": "reminder", "reminers": "reminders",
-    "remnd": "remind", "rmind": "remind", "remidn": "remind", "shedule": "schedule",
-    "schedual": "schedule", "scedule": "schedule", "schedul": "schedule", "cancle": "cancel",
-    "cancell": "cancel", "cnacel": "cancel", "meting": "meeting",
-    "meetng": "meeting", "mesage": "message", "messsage": "message", "msg": "message",
-    "msgs": "messages", "appt": "appointment", "appointement": "appointment",
-    "wendsday": "wednesday", "wednsday": "wednesday", "wensday": "wednesday",
-    "thurday": "thursday", "thursdy": "thursday", "firday": "friday", "fridy": "friday",
-    "tuseday": "tuesday", "saterday": "saturday", "mondy": "monday", "secnd": "second",
-    "thrid": "third", "frist": "first", "snoze": "snooze", "delet": "delete", "adn": "and",
-    "pls": "please", "plz": "please", "u": "you", "ur": "your", "wk": "week", "todos": "todo",
-    "to-do": "todo", "to-dos": "todo", "taks": "task", "tsk": "task", "tasl": "task",
-    "whats": "what's", "wats": "what's", "wat": "what", "im": "I'm", "dont": "don't",
-    "didnt": "didn't", "doesnt": "doesn't", "shouldnt": "shouldn't", "mins": "minutes",
-    "hrs": "hours", "hr": "hour", "tmw": "tomorrow",
+    "calander": "calendar", "tommorow": "tomorrow", "tmrw": "tomorrow", "tmr": "tomorrow",
+    "tmrow": "tomorrow", "tonite": "tonight", "reminde": "reminder", "remindr": "reminder",
+    "schedual": "schedule", "msg": "message", "msgs": "messages", "appt": "appointment",
+    "wendsday": "wednesday", "wensday": "wednesday", "secnd": "second", "thrid": "third", "frist": "first",
+    "adn": "and", "pls": "please", "plz": "please", "u": "you", "ur": "your", "wk": "week", "to-do": "todo",
+    "to-dos": "todo", "taks": "task", "tsk": "task", "tasl": "task", "whats": "what's", "wats": "what's",
+    "wat": "what", "im": "I'm", "dont": "don't", "didnt": "didn't", "doesnt": "doesn't",
+    "shouldnt": "shouldn't", "mins": "minutes", "hrs": "hours", "hr": "hour", "tmw": "tomorrow",
 }
 _TYPO_RE: Final = re.compile(r"(?<![\w@.-])(" + "|".join(map(re.escape, _TYPOS)) + r")(?![\w@-])", re.I)
 
@@ -75,7 +65,7 @@ def normalize(request: str) -> str:
     """The request with typos repaired, framing stripped and whitespace collapsed."""
     text = request.replace("\u2019", "'").replace("\u2018", "'").replace("\u201c", '"').replace("\u201d", '"')
     text = re.sub(r"\s+", " ", text).strip()
-    text = _TYPO_RE.sub(lambda m: _TYPOS[m.group(1).lower()], text)
+    text = repair(_TYPO_RE.sub(lambda m: _TYPOS[m.group(1).lower()], text))
     previous = None
     while previous != text:
         previous = text
