@@ -388,12 +388,15 @@ def _direct(turn: Turn, match: Match | None) -> Plan | None:
 
 def _by_example(turn: Turn, routes: Routes, *, anchored_only: bool) -> Plan | None:
     match = routes.best(turn.text)
-    if match is None or routes.rivals(turn.text, match):
+    if match is None:
+        return None
+    anchored = _anchored(match, turn.text) and not kinds_named(turn.text)
+    if not anchored and routes.rivals(turn.text, match):
         return None
     needs_url = "url" in (match.example.parameters.get("required") or ())
     if needs_url and "http" not in turn.text.lower():
         return None
-    if _anchored(match, turn.text) and match.score >= _ANCHORED_SCORE:
+    if anchored and match.score >= _ANCHORED_SCORE:
         return _direct(turn, match)
     if not anchored_only and match.score >= _EXAMPLE_SCORE and not kinds_named(turn.text):
         return _direct(turn, match)  # a request naming mail, events, tasks or reminders is the grammar's

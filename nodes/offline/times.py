@@ -98,6 +98,7 @@ _DAY_RE: Final = re.compile(
     r"|(?P<mon>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?\s+(?P<md>\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(?P<my>\d{4}))?"
     r"|(?P<dm>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<mon2>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b(?:,?\s+(?P<dmy>\d{4}))?"
     r"|(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+    r"|(?<=\bthe\s)(?P<ord>[12]?\d|3[01])(?:st|nd|rd|th)(?!\s+(?:one|email|mail|message|event|task|reminder|note|item)s?\b)"
     r"|(?P<wdab>mon|tues?|wed|thu(?:rs?)?|fri|sat|sun)(?=\W|$)"
     r")\b",
     re.I,
@@ -258,13 +259,33 @@ def _day_of(match: re.Match[str], today: date) -> date | None:
         except ValueError:
             return None
         return found
+    if g["ord"]:
+        # Only "on the 15th" and the like: "the 2nd and 4th emails" are positions.
+        return _day_of_month(int(g["ord"]), today) if g["pre"] else None
     word = (g["wd"] or g["wdab"] or "").lower()
     if g["wdab"] and not g["pre"]:
         return None  # "sun", "sat", "wed" alone are too often ordinary words
     delta = (_WEEKDAYS[word] - today.weekday()) % 7
     if delta == 0 and (g["pre"] or "").lower() != "this":
         delta = 7
+    if delta == 1 and (g["pre"] or "").lower() == "next":
+        # "next tuesday" said on a Monday is not tomorrow (that would be "tomorrow"): the week after.
+        delta = 8
     return today + timedelta(days=delta)
+
+
+def _day_of_month(day: int, today: date) -> date | None:
+    """"The 15th": this month's if it is still to come (or today), else next month's that has it."""
+    year, month = today.year, today.month
+    for _ in range(3):  # the 31st skips the months without one
+        try:
+            found = date(year, month, day)
+        except ValueError:
+            found = None
+        if found is not None and found >= today:
+            return found
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    return None
 
 
 def find_when(text: str, now: datetime, tz: tzinfo) -> When | None:
