@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, Final
 
 from nodes.offline.plan import Call, Plan, Turn, clarify
@@ -39,8 +39,11 @@ _NOT_PLACES: Final = frozenset(
 )
 
 
-def _day_range(turn: Turn, text: str) -> str:
-    if re.search(r"\b(?:next|coming|following)\s+(?:7|seven)\s+days\b|\bnext\s+(?:few|couple(?:\s+of)?)\s+days\b|\bnext\s+week\b|\bcoming\s+week\b|\bweek\s+ahead\b", text, re.I):
+def _day_range(turn: Turn, text: str) -> str | date:
+    """The list's window: a range name, or one day the request names (not today or tomorrow)."""
+    if re.search(r"\bnext\s+week\b(?!end)", text, re.I):
+        return "next_week"
+    if re.search(r"\b(?:next|coming|following)\s+(?:7|seven)\s+days\b|\bnext\s+(?:few|couple(?:\s+of)?)\s+days\b|\bcoming\s+week\b|\bweek\s+ahead\b", text, re.I):
         return "next_7_days"
     if re.search(r"\bmy\s+day\b", text, re.I):
         return "today"
@@ -58,15 +61,28 @@ def _day_range(turn: Turn, text: str) -> str:
         return "today"
     if when.day == today + timedelta(days=1):
         return "tomorrow"
+    if when.day_given and when.day > today and re.search(r"\b(?:on|for)\s+(?:the\s+)?\w+\s*\??$|\bon\s+", text, re.I):
+        return when.day  # "what do I have on thursday", "anything on the 15th?"
     if when.day.isocalendar()[:2] == today.isocalendar()[:2]:
         return "this_week"
     return "next_7_days" if (when.day - today).days <= 7 else "upcoming"
 
 
+_NOT_PEOPLE: Final = frozenset({"today", "tomorrow", "tonight", "this", "next", "whom", "who", "no", "nobody", "friends",
+                                  "family", "work", "zoom", "video", "phone", "lunch", "dinner", "coffee"})
+_WITH: Final = re.compile(r"\b(?:with|meeting|seeing)\s+(?!(?:me|my|the|a|an|you|us|them|anyone|someone|everyone)\b)"
+                          r"(?P<who>[A-Za-z][\w'-]{1,30})\b", re.I)
+
+
 def list_events(turn: Turn, text: str | None = None) -> Plan:
-    """``calendar.list`` of the window the request names (default: upcoming)."""
+    """``calendar.list`` of the window the request names (default: upcoming), of one day it names,
+    and of the events with the person it names ("with Sam")."""
     text = turn.text if text is None else text
-    args: dict[str, Any] = {"range": _day_range(turn, text)}
+    window = _day_range(turn, text)
+    args: dict[str, Any] = {"day": window.isoformat()} if isinstance(window, date) else {"range": window}
+    who = _WITH.search(text)
+    if who is not None and who.group("who").lower() not in _NOT_PEOPLE:
+        args["contains"] = who.group("who")
     count = find_count(text)
     if count is not None:
         args["limit"] = min(max(count, 1), 25)
