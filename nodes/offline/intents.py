@@ -20,6 +20,7 @@ from nodes.offline.examples import Example, Match, fill, nearest
 from nodes.offline.functions import KNOWN
 from nodes.offline.moods import Mood, is_standalone_no, is_yes, mood_of, small_talk_reply
 from nodes.offline.plan import Call, Direct, Plan, Reply, Turn, clarify, reply
+from nodes.offline.pronouns import resolve_references
 from nodes.offline.scope import NOTE_TAKING, out_of_scope
 from nodes.offline.refs import find_positions, match_rows, names_an_item
 from nodes.offline.select import KINDS, cut, kind_named, kinds_named, without_times
@@ -411,10 +412,38 @@ def _note(turn: Turn, routes: Routes) -> Plan:
     return reply("I can't keep notes here. I can add it to your tasks or set a reminder if you like.")
 
 
+_CLAUSES: Final = re.compile(r"\s*[,;]\s*(?:but\s+|and\s+|so\s+)?|\s+(?:but|so)\s+", re.I)
+_STOP_REMINDING: Final = re.compile(
+    r"^(?:(?:please\s+)?(?:don'?t|do\s+not|no\s+need\s+to)\s+remind\s+me|stop\s+reminding\s+me)\s+(?:to|about|of)\s+"
+    r"(?P<what>.+?)\s+(?:any\s*more|again|from\s+now\s+on)[.!]*$", re.I)
+
+
+def _scoped(text: str) -> str:
+    """The clause a request asks for, when a negated or hedged clause comes before it.
+
+    "Don't send anything yet, just show me my inbox" asks for the inbox: the negation is scoped
+    to its own clause. "Please don't remind me to stretch any more" asks to cancel that reminder.
+    Otherwise the whole request.
+    """
+    stop = _STOP_REMINDING.search(text)
+    if stop is not None:
+        return f"cancel the {stop.group('what')} reminder"
+    clauses = [c for c in _CLAUSES.split(text) if c and c.strip()]
+    if len(clauses) < 2:
+        return text
+    first, last = clauses[0], normalize(clauses[-1])
+    negated = mood_of(first, opens_with_verb=head_verb(first) is not None)[0] is not None or re.search(
+        r"\b(?:not|never|no)\b|n't\b", first, re.I)
+    if not negated or head_verb(first) is not None and not re.match(r"(?:don'?t|do\s+not|never)\b", first, re.I):
+        return text
+    return last if head_verb(last) is not None else text
+
+
 def decide(request: str, context: Mapping[str, Any] | None, routes: Routes | None = None) -> Plan:
     """The offline picker's plan for ``request`` given the fenced ``context`` and what is bound."""
     routes = routes or Routes()
     turn = Turn.of(request, context)
+    turn = replace(turn, text=_scoped(resolve_references(turn)))
     chat = small_talk_reply(request)
     if chat is None and not re.search(r"\w", turn.text) and re.search(r"\w", request):
         chat = small_talk_reply("hi")  # only framing words ("hey tollgate!")
