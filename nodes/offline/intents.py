@@ -45,10 +45,14 @@ _CAL_QUESTION: Final = re.compile(
 )
 _LIST_WORDS: Final = re.compile(r"\b(?:show|list|check|see|view|get|give|what|which|any|how\s+many|do\s+i\s+have|is\s+there|are\s+there|read\s+me)\b", re.I)
 _TODO_QUESTION: Final = re.compile(
-    r"\bwhat\s+(?:else\s+)?(?:do\s+i|should\s+i|have\s+i\s+got)\s+(?:still\s+)?(?:need|have|got)\s+to\s+do\b|\bwhat'?s\s+(?:left|still)\s+to\s+do\b"
+    r"\b(?:am\s+i|i'?m)\s+(?:late|behind)\s+(?:on|with)\b|\boverdue\b|\bwhat\s+(?:have|did)\s+i\s+(?:finished|finish|completed|complete|done|get\s+done)\b"
+    r"|\bwhat\s+(?:else\s+)?(?:do\s+i|should\s+i|have\s+i\s+got)\s+(?:still\s+)?(?:need|have|got)\s+to\s+do\b|\bwhat'?s\s+(?:left|still)\s+to\s+do\b"
     r"|\bwhat'?s\s+(?:on\s+)?my\s+plate\b",
     re.I,
 )
+_MAIL_QUESTION: Final = re.compile(
+    r"^(?:anything|any(?:thing)?\s+(?:new\s+)?(?:mail|e-?mails?|messages?)|something)\s+from\s+(?:my\s+|the\s+)?\w"
+    r"|\bwhat\s+(?:did|have)\s+i\s+(?:sent|send)\b", re.I)
 _GENERAL_QUESTION: Final = re.compile(
     r"^(?:can|could|do|does|is|are|will)\s+(?:an?\s+|the\s+)?(?:e-?mails?|mails?|messages?|events?|meetings?|reminders?|tasks?)\s+(?:be|get|ever)\b",
     re.I,
@@ -230,8 +234,10 @@ def _route_read(turn: Turn, verb: str | None) -> Plan:
             return _list_of(turn, kind, text)
     if _CAL_QUESTION.search(text):
         return events.list_events(turn, text)
-    if mail.wrote_to_me(text):
+    if mail.wrote_to_me(text) or _MAIL_QUESTION.search(text):
         return mail.list_mail(turn, text)
+    if turn.latest_kind == "mail" and re.search(r"\b(?:unread|new)\s+ones?\b|^(?:just|only)\s+(?:the\s+)?unread\b", text, re.I):
+        return mail.list_mail(turn, "unread")
     if turn.now is not None and turn.tz is not None and _LIST_WORDS.search(text):
         if find_when(text, turn.now, turn.tz) is not None:
             return events.list_events(turn, text)
@@ -436,13 +442,50 @@ def _scoped(text: str) -> str:
         r"\b(?:not|never|no)\b|n't\b", first, re.I)
     if not negated or head_verb(first) is not None and not re.match(r"(?:don'?t|do\s+not|never)\b", first, re.I):
         return text
-    return last if head_verb(last) is not None else text
+    asks = head_verb(last) is not None or re.match(r"(?:show|list|check|see|view|give|tell|what|which|any)\b", last, re.I)
+    return last if asks else text
+
+
+_ADDRESS_ONLY: Final = re.compile(
+    r"^(?:(?:it'?s|it\s+is|that'?s|use|to|send\s+it\s+to|their\s+address\s+is|the\s+address\s+is)\s+)?"
+    r"(?P<address>[\w.+-]+@[\w-]+(?:\.[\w-]+)+)[.!]?$", re.I)
+
+
+def _completion(turn: Turn, context: Mapping[str, Any] | None, routes: Routes) -> Plan | None:
+    """The previous request completed by this one, when the picker asked it for a missing piece.
+
+    "Remind me to call the bank" gets "When should I remind you?"; "tomorrow at 9am" then
+    completes that request, and "it's jo@example.com" completes "email jo that ...". The
+    previous request is decided again as it was (so only a request that was answered with a
+    question is completed), then with the piece added; a call is kept, anything else is not.
+    """
+    if not turn.prior:
+        return None
+    previous = turn.prior[-1]
+    address = _ADDRESS_ONLY.match(turn.text)
+    if address is None and not _only_a_time(turn, turn.text):
+        return None
+    earlier = dict(context or {}) | {"prior_user_turns": list(turn.prior[:-1])}
+    asked = decide(previous, earlier, routes)
+    if not (isinstance(asked, Reply) and asked.outcome == "clarify"):
+        return None
+    if address is not None:
+        named = re.match(r"^((?:e-?mail|mail|write|send|message)\s+)(?:to\s+)?(\w+)\b(?!@)", previous, re.I)
+        combined = (previous[: named.start(2)] + address.group("address") + previous[named.end(2):] if named
+                    else f"{previous} to {address.group('address')}")
+    else:
+        combined = f"{previous} {turn.text}"
+    plan = decide(combined, earlier, routes)
+    return plan if isinstance(plan, (Call, Direct)) else None
 
 
 def decide(request: str, context: Mapping[str, Any] | None, routes: Routes | None = None) -> Plan:
     """The offline picker's plan for ``request`` given the fenced ``context`` and what is bound."""
     routes = routes or Routes()
     turn = Turn.of(request, context)
+    completed = _completion(turn, context, routes)
+    if completed is not None:
+        return completed
     turn = replace(turn, text=_scoped(resolve_references(turn)))
     chat = small_talk_reply(request)
     if chat is None and not re.search(r"\w", turn.text) and re.search(r"\w", request):

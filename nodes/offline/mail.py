@@ -166,7 +166,7 @@ def list_mail(turn: Turn, text: str | None = None) -> Plan:
     """``mail.list``: folder, unread filter, sender filter and count from the request."""
     text = turn.text if text is None else text
     args: dict[str, Any] = {}
-    if re.search(r"\b(?:sent|outbox|outgoing|i\s+(?:sent|e-?mailed|wrote))\b", text, re.I):
+    if re.search(r"\b(?:sent|outbox|outgoing|i\s+(?:sent|send|e-?mailed|wrote))\b", text, re.I):
         args["folder"] = "sent"
         to = _TO_RE.search(text)
         if to is not None:

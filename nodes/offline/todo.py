@@ -30,7 +30,9 @@ def list_tasks(turn: Turn, text: str | None = None) -> Plan:
     """``tasks.list``: open (default), done or all tasks, and a count."""
     text = turn.text if text is None else text
     args: dict[str, Any] = {}
-    if re.search(r"\b(?:all(?:\s+(?:of\s+)?my)?\s+(?:tasks|todos?)|including\s+(?:the\s+)?(?:done|completed|finished)|everything\s+on|every\s+task)\b", text, re.I):
+    if re.search(r"\b(?:overdue|past\s+(?:their\s+)?due|late\s+(?:on|with)|behind\s+on)\b", text, re.I):
+        args["status"] = "overdue"
+    elif re.search(r"\b(?:all(?:\s+(?:of\s+)?my)?\s+(?:tasks|todos?)|including\s+(?:the\s+)?(?:done|completed|finished)|everything\s+on|every\s+task)\b", text, re.I):
         args["status"] = "all"
     elif re.search(r"\b(?:done|complete[d]?|finish(?:ed)?|closed|ticked\s+off|checked\s+off|crossed\s+off)\b", text, re.I) and not re.search(r"\bnot\s+(?:yet\s+)?(?:done|completed|finished)\b", text, re.I):
         args["status"] = "done"
