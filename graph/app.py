@@ -68,7 +68,8 @@ def build_services(
         db=db,
         registry=registry,
         approval_rules=approval_rules(settings, registry),
-        picker_model=picker_model or build_model(settings, "picker", fallback=default_picker()) or default_picker(),
+        picker_model=picker_model or build_model(
+            settings, "picker", fallback=default_picker() if settings.offline_fallback() else None) or default_picker(),
         naturalizer_model=naturalizer_model or build_model(settings, "naturalizer", fallback=None),
         clock=clock,
         hooks=hooks or Hooks(),

@@ -28,9 +28,17 @@ from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_att
 
 from policies.errors import Unavailable
 
-__all__ = ["Provider", "ResilientChatModel", "failure_kind"]
+__all__ = ["ModelsUnavailable", "Provider", "ResilientChatModel", "failure_kind"]
 
 _log = logging.getLogger(__name__)
+
+
+class ModelsUnavailable(Unavailable):
+    """Every provider failed and no fallback is set: ``failures`` names each (provider, error kind)."""
+
+    def __init__(self, failures: list[dict[str, str]]) -> None:
+        self.failures = list(failures)
+        super().__init__("every model provider")
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,10 +143,10 @@ class ResilientChatModel(BaseChatModel):
         failures.append({"provider": provider, "error": kind})
         _log.warning("model provider %s failed (%s)", provider, kind)
 
-    def _fallback_for(self, tools: list[Any] | None) -> Any:
-        """The offline fallback, with the turn's tools bound; :class:`Unavailable` without one."""
+    def _fallback_for(self, tools: list[Any] | None, failures: list[dict[str, str]] | None = None) -> Any:
+        """The offline fallback, with the turn's tools bound; :class:`ModelsUnavailable` without one."""
         if self.fallback is None:
-            raise Unavailable("every model provider")
+            raise ModelsUnavailable(failures or [])
         return self.fallback.bind_tools(tools) if tools else self.fallback
 
     def _generate(
@@ -159,7 +167,7 @@ class ResilientChatModel(BaseChatModel):
                 continue
             self._mark(message, provider.name, provider.model_name, failures)
             return ChatResult(generations=[ChatGeneration(message=message)])
-        message = self._fallback_for(tools).invoke(messages)
+        message = self._fallback_for(tools, failures).invoke(messages)
         self._mark(message, "offline", "offline", failures)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -180,7 +188,7 @@ class ResilientChatModel(BaseChatModel):
                 continue
             self._mark(message, provider.name, provider.model_name, failures)
             return ChatResult(generations=[ChatGeneration(message=message)])
-        message = await self._fallback_for(tools).ainvoke(messages)
+        message = await self._fallback_for(tools, failures).ainvoke(messages)
         self._mark(message, "offline", "offline", failures)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -210,7 +218,7 @@ class ResilientChatModel(BaseChatModel):
                 async for chunk in stream:
                     yield ChatGenerationChunk(message=chunk)
             return
-        answer = await self._fallback_for(None).ainvoke(messages)
+        answer = await self._fallback_for(None, failures).ainvoke(messages)
         chunk = AIMessageChunk(content=answer.content if isinstance(answer, AIMessage) else "")
         self._mark(chunk, "offline", "offline", failures)
         yield ChatGenerationChunk(message=chunk)

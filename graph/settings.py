@@ -115,6 +115,10 @@ class Settings(BaseSettings):
     """Base URL for the shorthand providers (default: OpenAI's)."""
     openai_api_key: SecretStr | None = Field(default=None, validation_alias="OPENAI_API_KEY")
     """API key for the shorthand providers."""
+    model_fallback: Literal["offline", "none"] | None = None
+    """When every configured picker provider fails: ``offline`` answers with the offline picker,
+    ``none`` answers that the model is unavailable and does nothing. Unset: ``offline`` in
+    development, ``none`` in production (a production deployment never silently downgrades)."""
     model_max_attempts: int = Field(default=3, ge=1, le=10)
     """Attempts per provider for 429, 5xx and timeouts before moving to the next provider."""
     model_retry_budget_seconds: float = Field(default=20.0, gt=0, le=600)
@@ -162,6 +166,10 @@ class Settings(BaseSettings):
     turn into a stream of requests to the provider."""
     auth_scopes: dict[Literal["chat", "approvals", "background", "admin"], list[str]] = Field(default_factory=dict)
     """Scopes a token must carry per route group (JSON object), e.g. ``{"approvals": ["tollgate.approve"]}``."""
+
+    def offline_fallback(self) -> bool:
+        """Whether the offline picker answers when every configured picker provider fails."""
+        return (self.model_fallback or ("none" if self.environment == "production" else "offline")) == "offline"
 
     @model_validator(mode="after")
     def _check_worker_timing(self) -> Settings:

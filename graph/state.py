@@ -291,6 +291,8 @@ class TurnState(TypedDict):
     """Model usage of this turn (provider, model, tokens), written to the ledger at the end."""
     superseded: NotRequired[str | None]
     """Preview of an approval a new message superseded, to mention in the reply."""
+    fell_back: NotRequired[bool]
+    """Whether the offline picker answered for a configured model that failed (said in the reply)."""
     recent: Annotated[dict[str, RecentList], merge_recent]
     """Latest list per kind (what a position means), written only by execute from the tools' own results."""
     known: Annotated[dict[str, list[str]], merge_known]

@@ -234,6 +234,8 @@ def make_naturalize(provider: ServicesProvider) -> Any:
                 honest = "" if wrote else _NOTHING_CHANGED.get(outcome, _NOTHING_CHANGED["reply"])
                 text = "\n\n".join(p for p in (account, honest) if p) or "Only what is listed above happened."
         reply = visible_controls(text) or _NOTHING_CHANGED.get(outcome, "How can I help?")
+        if state.get("fell_back"):
+            reply += "\n\n(The model didn't answer, so the offline picker handled this request.)"
         superseded = state.get("superseded")
         if superseded:
             reply += f"\n\n(Your new message replaced the earlier request awaiting approval — {superseded} — so that will not run.)"

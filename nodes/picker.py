@@ -24,6 +24,7 @@ from langgraph.runtime import Runtime
 from graph import leases
 from graph.audit import AuditRecord, append_audit
 from graph.events import EventSink
+from graph.resilient import ModelsUnavailable
 from graph.services import Services, ServicesProvider
 from graph.state import CallRecord, Context, Gate, Plan, TurnState
 from nodes._common import thread_id_of
@@ -91,6 +92,10 @@ def _picker_context(state: TurnState, ctx: Context, svc: Services, prior: list[E
     )
 
 
+_MODEL_DOWN = ("The model isn't answering right now, so I didn't do anything. "
+               "Please try again in a minute; nothing was changed.")
+
+
 def _fallback_event(sink: EventSink, role: str, answer: AIMessage) -> None:
     failures = answer.response_metadata.get("tollgate_fallbacks") or []
     if failures:
@@ -101,7 +106,7 @@ _WINDOWS_KEPT = 256
 """Turns whose window of earlier turns one process keeps for their later steps."""
 
 _RESETTABLE = ("plans", "gate", "pending", "approval_request", "calls", "outbound", "steps", "lists_run", "usage",
-               "superseded")
+               "superseded", "fell_back")
 """Turn-scoped fields a new turn resets; their readers treat a missing value as the reset one."""
 
 
@@ -174,6 +179,7 @@ def make_picker(provider: ServicesProvider) -> Any:
                 "lists_run": [],
                 "usage": [],
                 "superseded": pending["preview"] if pending and "decision" not in pending else None,
+                "fell_back": False,
             }
             # A channel already at its reset value is not written again: each write is a new
             # version, hence one more blob in the turn's checkpoint (a new thread writes none).
@@ -236,10 +242,19 @@ def make_picker(provider: ServicesProvider) -> Any:
         text_answer: AIMessage | None = None
         cap = min(svc.settings.max_calls_per_step, MAX_ACTIONS)
         for attempt in range(2):
-            answer = await model.ainvoke(prompt + new_messages, config)
+            try:
+                answer = await model.ainvoke(prompt + new_messages, config)
+            except ModelsUnavailable as exc:
+                # No fallback (production's default): say so, run nothing, and tell the surfaces why.
+                sink.emit("model_fallback", role="picker", failed=exc.failures, answered_by=None)
+                sink.emit("planner_decision", decision="reply", reason="model_unavailable")
+                gate = Gate(verdict="reply", reason="model_unavailable", message=_MODEL_DOWN)
+                return update | {"seq": sink.seq, "gate": gate, "plans": [], "usage": usage}
             if not isinstance(answer, AIMessage):
                 raise TypeError(f"picker model returned {type(answer).__name__}, not AIMessage")
             _fallback_event(sink, "picker", answer)
+            if answer.response_metadata.get("tollgate_fallbacks") and answer.response_metadata.get("tollgate_provider") == "offline":
+                update = update | {"fell_back": True}
             record = usage_record("picker", answer, prompt_chars)
             if record is not None:
                 usage.append(record)

@@ -163,6 +163,32 @@ async def test_timeouts_fall_back_to_the_offline_picker(
     assert out.outcome == "read" and out.reply is not None and "Standup" in out.reply
     fallback = next(e["data"] for e in out.events if e["type"] == "model_fallback")
     assert fallback["answered_by"] == "offline" and fallback["failed"][0]["error"] == "timeout"
+    assert out.reply.endswith("(The model didn't answer, so the offline picker handled this request.)")
+
+
+async def test_without_the_offline_fallback_a_failing_model_is_said_and_nothing_runs(
+    stub: StubServer, services: Services, db: Database, settings: Settings, ctx: Context
+) -> None:
+    """Production's default: no silent downgrade to the offline picker (issue 21)."""
+    turns = await _turns(services, db, settings, picker=[_provider("down", stub)], offline=False)
+    stub.push(status(503), status(503))
+    out = await turns.send(ctx, ctx.owner_id + "/down", "cancel the standup")
+    assert out.outcome == "reply" and out.approval is None
+    assert out.reply is not None and out.reply.startswith("The model isn't answering right now, so I didn't do anything.")
+    fallback = next(e["data"] for e in out.events if e["type"] == "model_fallback")
+    assert fallback == {"role": "picker", "failed": [{"provider": "down", "error": "http_503"}], "answered_by": None}
+
+
+@pytest.mark.parametrize(
+    ("environment", "setting", "offline"),
+    [("development", None, True), ("production", None, False), ("production", "offline", True),
+     ("development", "none", False)],
+)
+def test_the_offline_fallback_is_the_operators_choice(
+    settings: Settings, environment: str, setting: str | None, offline: bool
+) -> None:
+    chosen = settings.model_copy(update={"environment": environment, "model_fallback": setting})
+    assert chosen.offline_fallback() is offline
 
 
 async def test_a_failing_naturalizer_stream_falls_back_to_the_renderer_with_an_event(

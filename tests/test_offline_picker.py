@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from evals.routing.runner import ACCURACY_FLOOR, load_cases, run_routing_eval
+from evals.routing.runner import ACCURACY_FLOOR, INDEPENDENT_FLOOR, load_cases, run_independent_eval, run_routing_eval
 from graph.checkpointer import open_checkpointer
 from graph.db import Database
 from graph.runner import TurnRunner
@@ -24,6 +24,7 @@ from nodes.offline.functions import KNOWN
 from nodes.offline.plan import Call, Reply, Turn
 from nodes.offline.refs import find_count, find_positions, match_rows, resolve_positions
 from nodes.offline.select import pick_ids
+from nodes.offline.spelling import repair
 from nodes.offline.times import find_when
 from nodes.picker_prompt import PickerContext, build_messages
 from policies.arguments import validate_args
@@ -320,3 +321,104 @@ async def test_offline_picker_drives_the_real_graph(offline_turns: Turns, ctx: C
     assert (proposed.approval.tool, proposed.approval.action) == ("calendar", "cancel_event")
     asked = await offline_turns.send(ctx, "t-offline-1", "should I cancel the 2nd one?")
     assert asked.approval is None and asked.outcome != "executed"
+
+
+def test_the_independent_set_floor() -> None:
+    """Requests written as people phrase them, not from the grammar: the goal, and never a wrong write."""
+    report = run_independent_eval()
+    assert len(report.results) >= 150
+    tags = [tag for r in report.results for tag in r.case.tags]
+    for tag, least in (("negative", 15), ("out_of_scope", 15), ("typo", 8), ("follow_up", 5), ("web", 8), ("date", 10)):
+        assert tags.count(tag) >= least, tag
+    assert report.wrong_writes == 0, report.table()
+    assert report.accuracy >= INDEPENDENT_FLOOR, report.table()
+
+
+# --- what the grammar did not know (issue 21) ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("typed", "repaired"),
+    [("show my emials", "show my emails"), ("remnid me", "remind me"), ("delte it", "delete it"),
+     ("wether in madrid", "weather in madrid"), ("lsit my tasks", "list my tasks"), ("chek my inbx", "check my inbox"),
+     ("my schedule 2day", "my schedule today"),
+     # real words one letter from a vocabulary word stay as they are
+     ("even the bank sent the plants", "even the bank sent the plants"), ("in an hour", "in an hour")],
+)
+def test_typos_are_repaired_by_edit_distance_over_the_vocabulary(typed: str, repaired: str) -> None:
+    assert repair(typed) == repaired
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    ["book me an uber tomorrow at 3pm", "book a table at luigi's for 8pm", "order a pizza for 7pm",
+     "call my mom at 6", "text sam that i'm here", "set a timer for 10 minutes", "delete all my emails permanently",
+     "pay the electricity bill on friday"],
+)
+def test_a_request_outside_every_tool_says_so_and_writes_nothing(request_text: str) -> None:
+    plan = decide(request_text, context())
+    assert isinstance(plan, Reply) and plan.text.startswith("I can't"), plan
+
+
+def test_note_taking_is_never_a_task() -> None:
+    for request_text in ("note to self: buy a card", "jot down that the key is under the mat", "make a note: wifi is on the fridge"):
+        answer = ask(request_text)  # no notes tool bound
+        assert not answer.tool_calls and answer.text.startswith("I can't keep notes"), request_text
+        noted = ask(request_text, tools=default_registry().function_schemas())
+        assert [c["name"] for c in noted.tool_calls] == ["notes__create"], request_text
+
+
+_PLUGIN = {
+    "type": "function",
+    "function": {
+        "name": "recipes__find",
+        "description": "Your recipe box. Find recipes by what is in them. "
+                       'Examples: "Find a recipe with leeks"; "Which recipes use chickpeas?"; "Recipes with lentils"',
+        "parameters": {"type": "object", "properties": {"ingredient": {"type": "string", "maxLength": 80}},
+                       "required": ["ingredient"], "additionalProperties": False},
+    },
+}
+
+
+def test_a_plug_in_is_reachable_offline_by_its_usage_examples() -> None:
+    answer = ask("find a recipe with mushrooms", tools=[*known_function_schemas(), _PLUGIN])
+    assert [(c["name"], c["args"]) for c in answer.tool_calls] == [("recipes__find", {"ingredient": "mushrooms"})]
+    # The grammar's own requests stay the grammar's.
+    listed = ask("what's on my calendar today?", tools=[*known_function_schemas(), _PLUGIN])
+    assert [c["name"] for c in listed.tool_calls] == ["calendar__list"]
+
+
+def test_it_and_my_3pm_mean_the_item_the_thread_named() -> None:
+    ctx = context() | {"prior_user_turns": ["tell me about the dentist"]}
+    assert decide("cancel it", ctx) == Call(("calendar", "cancel_event"), {"event_id": "evt_dentist02"})
+    assert decide("cancel my 3pm", context()) == Call(("calendar", "cancel_event"), {"event_id": "evt_dentist02"})
+    # Two rows the reference could mean: a question, not a guess.
+    both = context() | {"prior_user_turns": ["show the standup and the dentist"]}
+    assert isinstance(decide("cancel it", both), Reply)
+
+
+def test_the_answer_to_the_pickers_question_completes_its_request() -> None:
+    asked = decide("remind me to call the bank", context())
+    assert isinstance(asked, Reply) and asked.outcome == "clarify"
+    then = context() | {"prior_user_turns": ["remind me to call the bank"]}
+    assert decide("tomorrow at 9am", then) == Call(
+        ("reminders", "create"), {"text": "call the bank", "due_at": "2026-12-01T09:00:00+01:00"})
+    # After a request that was answered, a bare time is a follow-up question, not a completion.
+    listed = context() | {"prior_user_turns": ["what's on my calendar today"]}
+    plan = decide("tomorrow?", listed)
+    assert isinstance(plan, Call) and plan.key == ("calendar", "list")
+
+
+def test_a_negation_is_scoped_to_its_clause() -> None:
+    plan = decide("don't send anything yet, just show me my inbox", context())
+    assert isinstance(plan, Call) and plan.key == ("mail", "list")
+    assert isinstance(decide("if it rains, cancel the dentist", context()), Reply)  # a condition is not scoped away
+
+
+def test_on_the_15th_and_next_tuesday_said_on_a_monday() -> None:
+    now = datetime(2026, 11, 30, 10, tzinfo=PARIS)  # a Monday
+    fifteenth = find_when("on the 15th at 8pm", now, PARIS)
+    assert fifteenth is not None and fifteenth.at == datetime(2026, 12, 15, 20, tzinfo=PARIS)
+    tuesday = find_when("next tuesday", now, PARIS)
+    assert tuesday is not None and tuesday.day.isoformat() == "2026-12-08"
+    assert find_when("delete the 2nd and 4th", now, PARIS) is None  # positions, not days

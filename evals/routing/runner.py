@@ -30,6 +30,7 @@ from policies.arguments import validate_args
 __all__ = [
     "ACCURACY_FLOOR",
     "CASES_PATH",
+    "INDEPENDENT_FLOOR",
     "INDEPENDENT_PATH",
     "INDEPENDENT_SETTINGS",
     "Case",
@@ -54,7 +55,10 @@ INDEPENDENT_SETTINGS: Final[dict[str, Any]] = {"web_tools": True, "search_url": 
 """The registry settings the independent set is asked under: every built-in tool, the web ones too."""
 
 ACCURACY_FLOOR: Final = 1.0
-"""The exact-match accuracy the offline picker must keep (the level reached, rounded down)."""
+"""The exact-match accuracy the offline picker must keep on the original set (the level reached)."""
+
+INDEPENDENT_FLOOR: Final = 0.9
+"""The exact-match accuracy it must keep on the independent set (the goal; 92.0 % reached)."""
 
 _NONCE: Final = "5eed" * 8  # fixed, so a run is reproducible byte for byte
 _DEFAULT_CONTEXT: Final[dict[str, Any]] = {
@@ -238,8 +242,6 @@ class Report:
             for r in self.failures:
                 lines.append(f"  {r.case.name}: {r.case.utterance!r}")
                 lines.append(f"      got {r.got.describe()}  -- {r.reason}")
-        lines.append("")
-        lines.append(f"floor {ACCURACY_FLOOR:.1%}: {'PASS' if self.passed() else 'FAIL'}")
         return "\n".join(lines)
 
     def passed(self, floor: float = ACCURACY_FLOOR) -> bool:

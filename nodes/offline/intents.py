@@ -241,8 +241,11 @@ def _route_read(turn: Turn, verb: str | None) -> Plan:
     if turn.now is not None and turn.tz is not None and _LIST_WORDS.search(text):
         if find_when(text, turn.now, turn.tz) is not None:
             return events.list_events(turn, text)
+    # The server's own summary of what is enabled (plug-ins and the web included), not a fixed list.
+    offer = turn.capabilities.split(". ")[0].rstrip(".") if turn.capabilities else \
+        "I can help with your mail, calendar, tasks and reminders"
     return clarify(
-        "Sorry, I'm not sure what you'd like me to do. I can help with your mail, calendar, tasks and reminders — "
+        f"Sorry, I'm not sure what you'd like me to do. {offer} — "
         "for example “what's on my calendar today?” or “remind me to call mom at 6pm”."
     )
 
@@ -438,8 +441,11 @@ def _scoped(text: str) -> str:
     if len(clauses) < 2:
         return text
     first, last = clauses[0], normalize(clauses[-1])
-    negated = mood_of(first, opens_with_verb=head_verb(first) is not None)[0] is not None or re.search(
+    # Only a negation is scoped so: "if it rains, cancel the dentist" stays one conditional request.
+    negated = mood_of(first, opens_with_verb=head_verb(first) is not None)[0] == "negated" or re.search(
         r"\b(?:not|never|no)\b|n't\b", first, re.I)
+    if re.match(r"(?:if|when|unless|once|in\s+case|whenever|should)\b", first, re.I):
+        return text
     if not negated or head_verb(first) is not None and not re.match(r"(?:don'?t|do\s+not|never)\b", first, re.I):
         return text
     asks = head_verb(last) is not None or re.match(r"(?:show|list|check|see|view|give|tell|what|which|any)\b", last, re.I)
