@@ -7,6 +7,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from dateparser.search import search_dates
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -20,6 +21,7 @@ from graph.settings import Settings
 from graph.state import Context
 from graph.turn import build_graph
 from nodes.offline import OfflinePicker, decide, known_function_schemas
+from nodes.offline.dates import long_tail_day
 from nodes.offline.functions import KNOWN
 from nodes.offline.plan import Call, Reply, Turn
 from nodes.offline.refs import find_count, find_positions, match_rows, resolve_positions
@@ -422,3 +424,38 @@ def test_on_the_15th_and_next_tuesday_said_on_a_monday() -> None:
     tuesday = find_when("next tuesday", now, PARIS)
     assert tuesday is not None and tuesday.day.isoformat() == "2026-12-08"
     assert find_when("delete the 2nd and 4th", now, PARIS) is None  # positions, not days
+
+
+_MONDAY = datetime(2026, 11, 30, 10, tzinfo=PARIS)
+
+
+@pytest.mark.parametrize(
+    ("phrase", "day"),
+    [("remind me in a fortnight to renew it", "2026-12-14"), ("on the 3rd of next month", "2026-12-03"),
+     ("two weeks from tomorrow", "2026-12-15"), ("24.12.2026 at 7pm", "2026-12-24")],
+)
+def test_the_long_tail_of_days_is_the_librarys(phrase: str, day: str) -> None:
+    when = find_when(phrase, _MONDAY, PARIS)
+    assert when is not None and when.day.isoformat() == day
+
+
+def test_the_librarys_answers_are_refused_where_they_would_be_wrong() -> None:
+    assert long_tail_day("on 12/11", _MONDAY) is None  # 12 Nov or 11 Dec: the owner's locale decides, so ask
+    assert long_tail_day("a week ago", _MONDAY) is None  # a past day
+    assert long_tail_day("the first monday of next month", _MONDAY) is None  # weekdays are the grammar's
+
+
+@pytest.mark.parametrize(
+    ("phrase", "library_says", "grammar_says"),
+    [("on the 15th", "2026-11-15", "2026-12-15"), ("next tuesday", "2026-12-01", "2026-12-08"),
+     ("the day after tomorrow", "2026-12-01", "2026-12-02")],
+)
+def test_where_the_library_is_wrong_for_an_assistant_the_grammar_decides(
+    phrase: str, library_says: str, grammar_says: str
+) -> None:
+    """Why ``times`` keeps these forms (``nodes/offline/dates.py``): this fails once dateparser reads them right."""
+    found = search_dates(phrase, languages=["en"], settings={
+        "RELATIVE_BASE": _MONDAY.replace(tzinfo=None), "PREFER_DATES_FROM": "future"})
+    assert found is not None and found[0][1].date().isoformat() == library_says
+    when = find_when(phrase, _MONDAY, PARIS)
+    assert when is not None and when.day.isoformat() == grammar_says

@@ -1,12 +1,13 @@
 """Natural times in the owner's timezone, relative to the context's ``now``.
 
-A small hand-written grammar, not ``dateparser``. dateparser is deterministic given
-``RELATIVE_BASE`` and ``TIMEZONE``, but it parses whole strings: to find a time *inside* a
+A small grammar for the forms an assistant must get right, with ``dateparser`` for the long
+tail of day phrases (:mod:`nodes.offline.dates`, which lists where the library is wrong and
+why the grammar keeps those forms). The library alone is not enough: to find a time *inside* a
 request one needs ``search_dates``, which reads ordinary words as dates ("read the 2nd one"
 -> 1 Feb next year, "may I see my mail" -> May) and does not know our conventions ("at 5pm"
-after 5pm means tomorrow; "at 5" means 17:00). The grammar below covers the common forms,
-reports the character spans it consumed (so titles can be cut out around them) and builds
-every wall-clock time through ``zoneinfo``, so offsets are right on both sides of a DST change.
+after 5pm means tomorrow; "at 5" means 17:00). The grammar reports the character spans it
+consumed (so titles can be cut out around them) and builds every wall-clock time through
+``zoneinfo``, so offsets are right on both sides of a DST change.
 
 Conventions (documented because they are choices):
 
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from typing import Final
 
+from nodes.offline.dates import long_tail_day
 from nodes.offline.text import NUMBER_WORDS, number_of
 
 __all__ = ["Span", "When", "day_name", "find_amount", "find_duration", "find_offset", "find_range_minutes", "find_when", "on_day"]
@@ -305,6 +307,13 @@ def find_when(text: str, now: datetime, tz: tzinfo) -> When | None:
         if found is not None:
             day, spans = found, [match.span()]
             break
+    if offset is None:
+        # The library's phrase wins where it says more than the grammar's: "two weeks from
+        # tomorrow" is not tomorrow, "the 3rd of next month" not this month's.
+        tail = long_tail_day(text, now)
+        if tail is not None and (day is None or (tail[1][0] <= spans[0][0] and spans[0][1] <= tail[1][1]
+                                                 and tail[1] != spans[0])):
+            day, spans = tail[0], [tail[1]]
     if offset is not None and day is None:
         delta, span = offset
         day, spans = (now + delta).date(), [span]  # whole days keep the wall-clock time
