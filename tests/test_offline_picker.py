@@ -459,3 +459,10 @@ def test_where_the_library_is_wrong_for_an_assistant_the_grammar_decides(
     assert found is not None and found[0][1].date().isoformat() == library_says
     when = find_when(phrase, _MONDAY, PARIS)
     assert when is not None and when.day.isoformat() == grammar_says
+
+
+def test_a_question_after_another_kinds_list_names_the_list_there_is() -> None:
+    after_reminders = context() | {"recent": {"reminders": [{"position": 1, "id": "rem_a", "label": "Call mom — Tue 1 Dec"}]},
+                                   "latest_kind": "reminders"}
+    plan = decide("cancel the 2nd event", after_reminders)
+    assert isinstance(plan, Reply) and "latest list here is of your reminders, not your events" in plan.text

@@ -132,7 +132,11 @@ def pick_ids(
     if positions is not None and positions.mode == "all" and rows:
         if match_rows(target, rows, kind_words=False) is not None:
             positions = None  # "all the emails from GitHub": the label narrows "all"
-    no_list = clarify(f"Which {one} do you mean? I don't have a recent list of your {many} — ask me to list them first.")
+    shown = NOUNS.get(turn.latest_kind or "", ("", ""))[1] if turn.latest_kind != kind else ""
+    # After another kind's list, say which list the thread has: "no recent list" alone misleads.
+    no_list = clarify(
+        f"Which {one} do you mean? The latest list here is of your {shown}, not your {many} — ask me to list your {many} first."
+        if shown else f"Which {one} do you mean? I don't have a recent list of your {many} — ask me to list them first.")
     if positions is not None and positions.mode != "that":
         if not rows:
             return no_list
