@@ -400,15 +400,19 @@ def _by_example(turn: Turn, routes: Routes, *, anchored_only: bool) -> Plan | No
     match = routes.best(turn.text)
     if match is None:
         return None
-    anchored = _anchored(match, turn.text) and not kinds_named(turn.text)
-    if not anchored and routes.rivals(turn.text, match):
-        return None
     needs_url = "url" in (match.example.parameters.get("required") or ())
     if needs_url and "http" not in turn.text.lower():
         return None
+    # Anchored: the request names the tool ("note", "weather"), or gives the address it reads.
+    anchored = (_anchored(match, turn.text) or needs_url) and not kinds_named(turn.text)
+    if not anchored and routes.rivals(turn.text, match):
+        return None
     if anchored and match.score >= _ANCHORED_SCORE:
         return _direct(turn, match)
-    if not anchored_only and match.score >= _EXAMPLE_SCORE and not kinds_named(turn.text):
+    # Unanchored, the request must open with the example's verb (or be very near it): an
+    # unknown function may write, and a loose match must not propose another tool's write.
+    if (not anchored_only and match.score >= _EXAMPLE_SCORE and (match.same_verb or match.score >= 0.75)
+            and not kinds_named(turn.text)):
         return _direct(turn, match)  # a request naming mail, events, tasks or reminders is the grammar's
     return None
 
