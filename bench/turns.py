@@ -233,7 +233,8 @@ async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     amortized = prune_total[0] / max(every, 1)
     rows.append(Row("P6", "database round trips per read turn (counted on the wire; pruning apart, next row)",
                     f"{read_total[0] / n:.1f} (with pruning amortized: {read_total[0] / n + amortized:.1f})",
-                    "≤ 8", read_total[0] / n <= 8, counted=True))
+                    # 8 before row-level security: scoping the tool's read to its owner costs its Sync (bench/README)
+                    "≤ 9", read_total[0] / n <= 9, counted=True))
     rows.append(Row("P6", f"pruning a thread's old checkpoints (about 1 finished turn in {every})",
                     f"{prune_total[0]} round trips, {amortized:.2f} per turn amortized", "-", None))
     rows.append(Row("P6", "database round trips per write turn + approval resume (for comparison)",

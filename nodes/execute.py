@@ -94,7 +94,10 @@ async def _read_connection(svc: Services, owner_id: str, database: bool) -> Asyn
     if not database:
         yield None
         return
-    async with owner_scope.owner_transaction(svc.db.pool, owner_id) as conn:
+    async with svc.db.pool.connection() as conn, conn.pipeline():
+        # One implicit transaction until the pipeline's Sync: the owner scope rides with the
+        # tool's first statement instead of costing a BEGIN and a COMMIT of its own.
+        await owner_scope.scope(conn, owner_id)
         yield conn
 
 
