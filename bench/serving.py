@@ -179,16 +179,18 @@ class _Studio:
     def __init__(self, url: str, owners: list[tuple[str, str]]) -> None:
         from langgraph_sdk import get_client
 
-        self.client = get_client(url=url)
+        # Studio authenticates with the same bearer tokens (graph/studio_auth.py): one client per owner.
+        self.clients = [get_client(url=url, headers={"Authorization": f"Bearer {token}"}) for _, token in owners]
         self.owners = [owner for owner, _ in owners]
         self.threads: list[str | None] = [None] * CONCURRENCY
 
     async def turn(self, i: int) -> None:
         thread = self.threads[i]
+        client = self.clients[i]
         if thread is None:
-            thread = self.threads[i] = (await self.client.threads.create())["thread_id"]
+            thread = self.threads[i] = (await client.threads.create())["thread_id"]
         outcome: object = None
-        async for part in self.client.runs.stream(
+        async for part in client.runs.stream(
             thread, "tollgate", input={"messages": [{"role": "user", "content": _ASK}]},
             context={"owner_id": self.owners[i], "timezone": _TZ}, stream_mode="custom",
         ):
@@ -202,7 +204,8 @@ class _Studio:
         _check_read(outcome, "langgraph dev")
 
     async def aclose(self) -> None:
-        await self.client.aclose()
+        for client in self.clients:
+            await client.aclose()
 
 
 def _best(loads: list[_Load]) -> _Load:
