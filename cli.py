@@ -380,8 +380,9 @@ async def run_chat(settings: Settings, owner: str, thread: str, timezone: str | 
     from policies.errors import TollgateError
 
     async with open_app(settings) as app:
-        timezone = timezone or (await get_profile(app.services.db, owner)).timezone or _local_timezone(settings)
-        ctx = Context(owner_id=owner, timezone=timezone, channel="cli")
+        profile = await get_profile(app.services.db, owner)
+        timezone = timezone or profile.timezone or _local_timezone(settings)
+        ctx = Context(owner_id=owner, timezone=timezone, channel="cli", locale=profile.locale)
         if demo_data:
             await _seed(app, owner, timezone)
         session = _Chat(app, ctx, thread)

@@ -16,10 +16,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from psycopg import AsyncConnection
 
 from graph.db import Database
+from graph.state import LOCALE_TAG
 
 __all__ = ["LOCALE_PATTERN", "Profile", "get_profile", "resolve", "timezone_of", "update_profile", "valid_timezone"]
 
-LOCALE_PATTERN: Final = r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,3}$"
+LOCALE_PATTERN: Final = "^" + LOCALE_TAG + "$"
 """A BCP 47 language tag (``en``, ``fr-FR``, ``zh-Hant-TW``)."""
 _LOCALE = re.compile(LOCALE_PATTERN)
 

@@ -18,6 +18,7 @@ from policies.tiers import Tier
 from tools.registry import ActionResult, ResultRow
 
 __all__ = [
+    "LOCALE_TAG",
     "CallRecord",
     "CallStatus",
     "Channel",
@@ -38,6 +39,9 @@ __all__ = [
 
 Channel = Literal["chat", "studio", "background", "cli"]
 _OWNER = re.compile(r"^[A-Za-z0-9_.@:-]{1,128}$")
+LOCALE_TAG: Final = r"[A-Za-z]{2,3}(?:-[A-Za-z0-9]{2,8}){0,3}"
+"""A language tag as owners' profiles store it (``en``, ``fr-FR``)."""
+_LOCALE = re.compile(LOCALE_TAG)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +54,15 @@ class Context:
     """The owner's IANA timezone (relative dates, rendering)."""
     channel: Channel = "chat"
     """Where the turn came from."""
+    locale: str | None = None
+    """The owner's language tag (``en-GB``, ``fr``) from their profile, when known: how a numeric
+    date such as 12/11 reads; ``None`` leaves such a date to a question."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.owner_id, str) or not _OWNER.fullmatch(self.owner_id):
             raise ValueError("owner_id must be 1-128 characters of letters, digits and _.@:-")
+        if self.locale is not None and not _LOCALE.fullmatch(self.locale):
+            raise ValueError("locale must be a language tag such as en, fr-FR")
         try:
             ZoneInfo(self.timezone)
         except (ZoneInfoNotFoundError, ValueError):

@@ -89,6 +89,7 @@ def _picker_context(state: TurnState, ctx: Context, svc: Services, prior: list[E
         prior_user_turns=[t["user_said"] for t in prior if t["user_said"]],
         earlier_turns=prior,
         capabilities=svc.registry.capability_summary(),
+        locale=ctx.locale,
     )
 
 

@@ -56,6 +56,8 @@ class PickerContext(TypedDict):
     """Earlier turns of this thread, oldest first, bounded by count and tokens."""
     capabilities: str
     """The capability summary, for "what can you do?"."""
+    locale: NotRequired[str | None]
+    """The owner's language tag, when known (how "12/11" reads)."""
 
 
 INSTRUCTIONS = """You are Tollgate's tool picker. Call the functions the user's current request \

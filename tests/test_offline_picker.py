@@ -466,3 +466,15 @@ def test_a_question_after_another_kinds_list_names_the_list_there_is() -> None:
                                    "latest_kind": "reminders"}
     plan = decide("cancel the 2nd event", after_reminders)
     assert isinstance(plan, Reply) and "latest list here is of your reminders, not your events" in plan.text
+
+
+@pytest.mark.parametrize(("locale", "day"), [("en-GB", "2026-12-11"), ("fr", "2026-12-11"), ("en-US", "2027-11-12"),
+                                           ("en", None), (None, None)])
+def test_a_numeric_date_reads_as_the_owners_locale_writes_it(locale: str | None, day: str | None) -> None:
+    """11/12 is 11 December in Britain and France, 12 November in the US (next year's: this year's
+    has passed, as for "november 12"); without a locale that says which, the picker asks."""
+    plan = decide("add dentist on 11/12 at 3pm", context() | {"locale": locale})
+    if day is None:
+        assert isinstance(plan, Reply) and plan.outcome == "clarify", plan  # a question, never a guessed day
+    else:
+        assert isinstance(plan, Call) and plan.key == ("calendar", "create") and plan.args["start"].startswith(day), plan

@@ -55,3 +55,17 @@ async def test_the_terminal_chat_takes_the_owners_profile(api: Api, settings: Se
         assert term.wait() == 0
     finally:
         term.close()
+
+
+async def test_the_profiles_locale_is_how_a_numeric_date_reads(api: Api) -> None:
+    """11/12 in the chat: 11 December once the owner's profile says en-GB (the server clock is 30 Nov);
+    before that the offline picker does not guess."""
+    async def reminder_due() -> str | None:
+        out = await api.chat("remind me on 11/12 at 9am to book the hall")
+        event = next((e for e in out.events if e["type"] == "approval_required"), None)
+        return event["data"]["args"]["due_at"] if event else None
+
+    assert await reminder_due() is None
+    await api.client.patch("/v1/me", headers=api.auth, json={"locale": "en-GB"})
+    due = await reminder_due()
+    assert due is not None and due.startswith("2026-12-11T09:00")

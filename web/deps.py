@@ -154,7 +154,7 @@ async def current_principal(
     profile = await get_profile(state.app.services.db, owner)
     zone, locale, name = resolve(profile, claimed_timezone=identity.timezone, claimed_locale=identity.locale,
                                  claimed_name=identity.display_name, default_timezone=state.settings.default_timezone)
-    context = Context(owner_id=owner, timezone=zone, channel="chat")
+    context = Context(owner_id=owner, timezone=zone, channel="chat", locale=locale)
     return Principal(owner_id=owner, context=context, identity=identity, display_name=name, locale=locale,
                      server=state)
 

@@ -38,19 +38,22 @@ _CUT_SHORT: Final = re.compile(r"(?:\b\w+day|\d+(?:st|nd|rd|th)|first|second|thi
 _CLOCK_TAIL: Final = re.compile(r"\s+(?:at|by|around|from)\s+\d|\s+\d{1,2}(?::\d{2})?\s*(?:am|pm)\b|\s+(?:noon|midnight|tonight)\b", re.I)
 
 
-def long_tail_day(text: str, now: datetime) -> tuple[date, Span] | None:
-    """The day a date phrase of ``text`` names (``now``: aware, in the owner's zone), or ``None``."""
+def long_tail_day(text: str, now: datetime, *, day_first: bool | None = None) -> tuple[date, Span] | None:
+    """The day a date phrase of ``text`` names (``now``: aware, in the owner's zone), or ``None``.
+
+    ``day_first`` says how the owner's locale reads 12/11 (from their profile); ``None`` refuses it."""
     if _DATE_WORDS.search(text) is None:
         return None  # most requests: no call into the library at all
     base = now.replace(tzinfo=None, second=0, microsecond=0)
-    found = search_dates(text, languages=["en"], settings={
-        "RELATIVE_BASE": base, "PREFER_DATES_FROM": "future", "RETURN_AS_TIMEZONE_AWARE": False,
-    })
+    settings: dict[str, object] = {"RELATIVE_BASE": base, "PREFER_DATES_FROM": "future", "RETURN_AS_TIMEZONE_AWARE": False}
+    if day_first is not None:
+        settings["DATE_ORDER"] = "DMY" if day_first else "MDY"
+    found = search_dates(text, languages=["en"], settings=settings)
     for phrase, value in found or ():
         if _DATE_WORDS.search(phrase) is None or _WEEKDAY.search(phrase) or _SPAN_ONLY.match(phrase.strip()):
             continue  # not a day the library can name: a weekday's, or a whole week or month
         numeric = _AMBIGUOUS_NUMERIC.search(phrase)
-        if numeric is not None and int(numeric.group("a")) <= 12 and int(numeric.group("b")) <= 12:
+        if numeric is not None and day_first is None and int(numeric.group("a")) <= 12 and int(numeric.group("b")) <= 12:
             continue
         if value.date() < now.date():
             continue

@@ -11,7 +11,7 @@ from nodes.offline.plan import Call, Plan, Turn, clarify
 from nodes.offline.refs import Row, find_count
 from nodes.offline.select import cut, pick_ids
 from nodes.offline.text import clean_fragment
-from nodes.offline.times import When, day_name, find_amount, find_duration, find_range_minutes, find_when, on_day
+from nodes.offline.times import When, day_name, find_amount, find_duration, find_range_minutes, on_day
 
 __all__ = ["REPEATING", "cancel_event", "create_event", "get_event", "list_events", "update_event"]
 
@@ -53,7 +53,7 @@ def _day_range(turn: Turn, text: str) -> str | date:
         return "upcoming"
     if turn.now is None or turn.tz is None:
         return "today" if re.search(r"\b(?:today|tonight)\b", text, re.I) else "upcoming"
-    when = find_when(text, turn.now, turn.tz)
+    when = turn.when(text)
     if when is None:
         return "upcoming"
     today = turn.now.date()
@@ -131,7 +131,7 @@ def create_event(turn: Turn) -> Plan:
     if turn.now is None or turn.tz is None:
         return clarify("When should it be? I don't know your current date and time.")
     text = turn.text
-    when = find_when(text, turn.now, turn.tz)
+    when = turn.when(text)
     if REPEATING.search(text):
         return clarify("I can't create repeating events yet. Shall I add just the next one? Tell me its day and time.")
     if when is None:
@@ -202,12 +202,12 @@ def _target_call(turn: Turn, target: str, changes: dict[str, Any]) -> Plan:
 def _label_when(turn: Turn, row: Mapping[str, Any] | None) -> When | None:
     if row is None or turn.now is None or turn.tz is None:
         return None
-    return find_when(str(row.get("label", "")), turn.now, turn.tz)
+    return turn.when(str(row.get("label", "")))
 
 
 def _new_start(turn: Turn, when_text: str, row: Row | None) -> datetime | str:
     assert turn.now is not None and turn.tz is not None
-    when = find_when(when_text, turn.now, turn.tz)
+    when = turn.when(when_text)
     old = _label_when(turn, row)
     if when is None:
         return "When should I move it to?"

@@ -25,7 +25,6 @@ from nodes.offline.scope import NOTE_TAKING, out_of_scope
 from nodes.offline.refs import find_positions, match_rows, names_an_item
 from nodes.offline.select import KINDS, cut, kind_named, kinds_named, without_times
 from nodes.offline.text import normalize
-from nodes.offline.times import find_when
 from nodes.offline.verbs import head_verb, verb_after_time
 
 __all__ = ["Routes", "decide"]
@@ -184,7 +183,7 @@ def _route(turn: Turn, verb: str | None) -> Plan:
 
 def _has_clock(turn: Turn) -> bool:
     assert turn.now is not None and turn.tz is not None
-    when = find_when(turn.text, turn.now, turn.tz)
+    when = turn.when(turn.text)
     return when is not None and when.at is not None
 
 
@@ -198,7 +197,7 @@ def _only_a_time(turn: Turn, text: str) -> bool:
     """Whether ``text`` is nothing but a time phrase ("this week", "tomorrow?"): a follow-up."""
     if turn.now is None or turn.tz is None:
         return False
-    when = find_when(text, turn.now, turn.tz)
+    when = turn.when(text)
     if when is None:
         return False
     rest = cut(text, when.spans)
@@ -239,7 +238,7 @@ def _route_read(turn: Turn, verb: str | None) -> Plan:
     if turn.latest_kind == "mail" and re.search(r"\b(?:unread|new)\s+ones?\b|^(?:just|only)\s+(?:the\s+)?unread\b", text, re.I):
         return mail.list_mail(turn, "unread")
     if turn.now is not None and turn.tz is not None and _LIST_WORDS.search(text):
-        if find_when(text, turn.now, turn.tz) is not None:
+        if turn.when(text) is not None:
             return events.list_events(turn, text)
     # The server's own summary of what is enabled (plug-ins and the web included), not a fixed list.
     offer = turn.capabilities.split(". ")[0].rstrip(".") if turn.capabilities else \
@@ -316,7 +315,7 @@ def _implicit_event(turn: Turn) -> bool:
     """"Coffee with Liam on thursday at 10": an event noun, a time, no verb and no question."""
     if turn.now is None or turn.tz is None or "?" in turn.text or _EVENT_NOUN.search(turn.text) is None:
         return False
-    when = find_when(turn.text, turn.now, turn.tz)
+    when = turn.when(turn.text)
     return when is not None and when.at is not None
 
 
@@ -489,6 +488,28 @@ def _completion(turn: Turn, context: Mapping[str, Any] | None, routes: Routes) -
     return plan if isinstance(plan, (Call, Direct)) else None
 
 
+_NUMERIC_DATE: Final = re.compile(r"\b(?P<a>\d{1,2})/(?P<b>\d{1,2})(?:/\d{2,4})?\b|\b\d{1,2}\.\d{1,2}\.\d{2,4}\b")
+
+
+def _unread_numeric_date(turn: Turn) -> Plan | None:
+    """A question when the request has a numeric date no reading of which stands (12/11 with no
+    locale to say which comes first, or a reading in the past): never a write on another day."""
+    found = _NUMERIC_DATE.search(turn.text)
+    if found is None:
+        return None
+    when = turn.when(turn.text)
+    if when is not None and when.day_given and any(s <= found.start() < e for s, e in when.spans):
+        return None
+    if found.group("a") and found.group("b"):
+        a, b = int(found.group("a")), int(found.group("b"))
+        months = ("January February March April May June July August September October November December").split()
+        readings = [f"{d} {months[m - 1]}" for d, m in ((a, b), (b, a)) if 1 <= m <= 12 and 1 <= d <= 31]
+        if len(readings) == 2 and readings[0] != readings[1]:
+            return clarify(f"Which day do you mean by {found.group(0)}: {readings[0]} or {readings[1]}? "
+                           "(Setting your locale in your profile tells me how you write dates.)")
+    return clarify(f"I couldn't place {found.group(0)} on a coming day. Which day do you mean, like “December 11”?")
+
+
 def decide(request: str, context: Mapping[str, Any] | None, routes: Routes | None = None) -> Plan:
     """The offline picker's plan for ``request`` given the fenced ``context`` and what is bound."""
     routes = routes or Routes()
@@ -519,6 +540,9 @@ def decide(request: str, context: Mapping[str, Any] | None, routes: Routes | Non
     refused = out_of_scope(turn.text)
     if refused is not None:
         return reply(refused)
+    unread = _unread_numeric_date(turn)
+    if unread is not None:
+        return unread
     if NOTE_TAKING.search(turn.text):
         return _note(turn, routes)
     text = re.sub(r"^remind\s+(?:me|us)\s+(?=(?:what|when|where|who|which|how|if|whether)\b)", "", turn.text, flags=re.I)

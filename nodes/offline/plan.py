@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from nodes.offline.functions import ActionKey
 from nodes.offline.refs import Row
 from nodes.offline.text import normalize
+from nodes.offline.times import When, find_when
 
 __all__ = ["Call", "Direct", "Plan", "Reply", "Turn", "clarify", "reply"]
 
@@ -79,6 +80,14 @@ class Turn:
     """Earlier user requests in the thread, oldest first."""
     capabilities: str = ""
     """The capability summary."""
+    day_first: bool | None = None
+    """How the owner's locale reads 12/11: day first (en-GB, fr), month first (en-US), or not known."""
+
+    def when(self, text: str) -> When | None:
+        """The time phrase of ``text`` for this turn's clock, zone and locale (``None`` without a clock)."""
+        if self.now is None or self.tz is None:
+            return None
+        return find_when(text, self.now, self.tz, day_first=self.day_first)
 
     @classmethod
     def of(cls, request: str, context: Mapping[str, Any] | None) -> Turn:
@@ -116,4 +125,15 @@ class Turn:
             latest_kind=str(latest) if latest else None,
             prior=prior,
             capabilities=str(ctx.get("capabilities") or ""),
+            day_first=_day_first(ctx.get("locale")),
         )
+
+
+def _day_first(locale: object) -> bool | None:
+    """Whether ``locale`` writes the day before the month in numeric dates; ``None`` when unsure."""
+    if not isinstance(locale, str) or not locale:
+        return None
+    language, _, region = locale.replace("_", "-").partition("-")
+    if language.lower() == "en" and not region:
+        return None  # English alone: American or British, the owner did not say
+    return not (language.lower() == "en" and region.upper() in {"US", "PH", "CA"})

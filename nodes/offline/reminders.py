@@ -11,7 +11,7 @@ from nodes.offline.refs import find_count
 from nodes.offline.select import cut, pick_ids
 from nodes.offline.text import clean_fragment
 from nodes.offline.events import REPEATING
-from nodes.offline.times import day_name, find_amount, find_when, on_day
+from nodes.offline.times import day_name, find_amount, on_day
 
 __all__ = ["DEFAULT_REMINDER_TIME", "cancel_reminder", "create_reminder", "list_reminders", "snooze_reminder"]
 
@@ -50,7 +50,7 @@ def create_reminder(turn: Turn) -> Plan:
     daily = _DAILY.search(text)
     if daily is not None:
         text = (text[: daily.start()] + " " + text[daily.end() :]).strip()
-    when = find_when(text, turn.now, turn.tz)
+    when = turn.when(text)
     rest = cut(text, when.spans) if when is not None else text
     rest = re.sub(r"\s+", " ", rest).strip(" ,")
     head = _CREATE_HEAD.search(rest)
@@ -104,8 +104,8 @@ def _minutes_until(turn: Turn, ref: str, when_text: str) -> int | None:
     if turn.now is None or turn.tz is None:
         return None
     row = next((r for r in turn.recent.get("reminders") or () if ref in (f"#{r.get('position')}", r.get("id"))), None)
-    target = find_when(when_text, turn.now, turn.tz)
-    due = find_when(str(row.get("label", "")), turn.now, turn.tz) if row is not None else None
+    target = turn.when(when_text)
+    due = turn.when(str(row.get("label", ""))) if row is not None else None
     if target is None or target.at is None or due is None or due.at is None:
         return None
     minutes = round((target.at - max(due.at, turn.now)).total_seconds() / 60)
@@ -117,7 +117,7 @@ def snooze_reminder(turn: Turn) -> Plan:
     text = turn.text
     amount = find_amount(text)
     if amount is None and turn.now is not None and turn.tz is not None:
-        offset = find_when(text, turn.now, turn.tz)
+        offset = turn.when(text)
         if offset is not None and offset.at is not None and not offset.day_given and re.search(r"\bin\s", text, re.I):
             amount = (round((offset.at - turn.now).total_seconds() / 60), offset.spans[0])
     until = _UNTIL_RE.search(text) if amount is None else None

@@ -8,7 +8,7 @@ from typing import Final
 
 from nodes.offline.plan import Reply, Turn, clarify
 from nodes.offline.refs import Row, find_positions, match_rows, resolve_positions
-from nodes.offline.times import Span, find_when
+from nodes.offline.times import Span
 
 __all__ = ["KINDS", "NOUNS", "cut", "kind_named", "kinds_named", "pick_ids", "without_times"]
 
@@ -70,12 +70,12 @@ def _on_named_day(turn: Turn, target: str, rows: Sequence[Row]) -> tuple[str, li
     """For "tomorrow's lunch": the target without its day, and the rows on that day."""
     if turn.now is None or turn.tz is None:
         return None
-    when = find_when(target, turn.now, turn.tz)
+    when = turn.when(target)
     if when is None or not when.day_given:
         return None
     on_day = []
     for row in rows:
-        label_when = find_when(str(row.get("label", "")), turn.now, turn.tz)
+        label_when = turn.when(str(row.get("label", "")))
         if label_when is not None and label_when.day == when.day:
             on_day.append(row)
     return cut(target, when.spans), on_day
@@ -101,7 +101,7 @@ def without_times(turn: Turn, text: str) -> str:
     """``text`` with its time phrase blanked out (for label matching)."""
     if turn.now is None or turn.tz is None:
         return text
-    when = find_when(text, turn.now, turn.tz)
+    when = turn.when(text)
     return cut(text, when.spans) if when is not None else text
 
 

@@ -290,8 +290,11 @@ def _day_of_month(day: int, today: date) -> date | None:
     return None
 
 
-def find_when(text: str, now: datetime, tz: tzinfo) -> When | None:
-    """The time phrase of ``text`` resolved against ``now`` in ``tz``, or ``None``."""
+def find_when(text: str, now: datetime, tz: tzinfo, *, day_first: bool | None = None) -> When | None:
+    """The time phrase of ``text`` resolved against ``now`` in ``tz``, or ``None``.
+
+    ``day_first`` is how the owner's locale reads a numeric date (12/11); ``None`` refuses one
+    that could be read either way."""
     now = now.astimezone(tz)
     today = now.date()
     offset = find_offset(text)
@@ -310,7 +313,7 @@ def find_when(text: str, now: datetime, tz: tzinfo) -> When | None:
     if offset is None:
         # The library's phrase wins where it says more than the grammar's: "two weeks from
         # tomorrow" is not tomorrow, "the 3rd of next month" not this month's.
-        tail = long_tail_day(text, now)
+        tail = long_tail_day(text, now, day_first=day_first)
         if tail is not None and (day is None or (tail[1][0] <= spans[0][0] and spans[0][1] <= tail[1][1]
                                                  and tail[1] != spans[0])):
             day, spans = tail[0], [tail[1]]

@@ -10,7 +10,6 @@ from nodes.offline.plan import Call, Plan, Turn, clarify
 from nodes.offline.refs import find_count, match_rows
 from nodes.offline.select import cut, pick_ids
 from nodes.offline.text import clean_fragment
-from nodes.offline.times import find_when
 
 __all__ = ["add_it", "complete_task", "create_task", "finished_task", "list_tasks"]
 
@@ -50,7 +49,7 @@ def create_task(turn: Turn) -> Plan:
     spans: list[tuple[int, int]] = []
     due: str | None = None
     if turn.now is not None and turn.tz is not None:
-        when = find_when(text, turn.now, turn.tz)
+        when = turn.when(text)
         if when is not None:
             if when.day < turn.now.date():
                 return clarify("That date has already passed. When is it due?")

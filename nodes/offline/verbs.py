@@ -11,7 +11,6 @@ from typing import Final
 
 from nodes.offline import mail
 from nodes.offline.plan import Turn
-from nodes.offline.times import find_when
 
 __all__ = ["head_verb", "verb_after_time"]
 
@@ -48,7 +47,7 @@ def verb_after_time(turn: Turn, text: str) -> str | None:
     """The verb of "in 20 minutes remind me to ...": the one right after a leading time phrase."""
     if turn.now is None or turn.tz is None:
         return None
-    when = find_when(text, turn.now, turn.tz)
+    when = turn.when(text)
     if when is None or when.spans[0][0] > 0:
         return None
     rest = text[max(end for _, end in when.spans) :].lstrip(" ,")
