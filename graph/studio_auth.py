@@ -107,8 +107,11 @@ async def _run_as_the_caller(ctx: Auth.types.AuthContext, value: Auth.types.on.t
     if named not in (None, "", owner):
         raise Auth.exceptions.HTTPException(status_code=403, detail="a run acts for the authenticated owner only")
     context["owner_id"] = owner
-    if not context.get("timezone"):  # the owner's profile, as on every other surface
-        context["timezone"] = await _profile_timezone(owner)
+    if not context.get("timezone") or "locale" not in context:  # the owner's profile, as on every other surface
+        timezone, locale = await _profile_defaults(owner)
+        context.setdefault("locale", locale)
+        if not context.get("timezone"):
+            context["timezone"] = timezone
     configurable = (kwargs.get("config") or {}).get("configurable")
     if isinstance(configurable, dict):  # the context as the platform mirrors it for the graph
         configurable["owner_id"] = owner
@@ -116,10 +119,11 @@ async def _run_as_the_caller(ctx: Auth.types.AuthContext, value: Auth.types.on.t
     return {"owner": owner}
 
 
-async def _profile_timezone(owner: str) -> str:
-    from graph.profiles import timezone_of
+async def _profile_defaults(owner: str) -> tuple[str, str | None]:
+    """The owner's timezone (else the server's default) and locale, from their profile."""
+    from graph.profiles import get_profile
     from graph.studio import services
 
     svc = await services()
-    async with svc.db.pool.connection() as conn:
-        return await timezone_of(conn, owner, svc.settings.default_timezone)
+    profile = await get_profile(svc.db, owner)
+    return profile.timezone or svc.settings.default_timezone, profile.locale

@@ -140,7 +140,7 @@ async def test_the_context_form_asks_for_the_owner(studio: LangGraphClient) -> N
     context = schemas["context_schema"]
     assert context is not None
     assert context["required"] == ["owner_id"]
-    assert set(context["properties"]) == {"owner_id", "timezone", "channel"}
+    assert set(context["properties"]) == {"owner_id", "timezone", "channel", "locale"}
 
 
 async def test_studio_runs_a_write_turn_on_our_postgres_and_an_approve_resumes_it(
