@@ -218,6 +218,8 @@ def _route_read(turn: Turn, verb: str | None) -> Plan:
         return _read(turn, named, text) if verb == "read" or _points_at_item(text) else _list_of(turn, named, text)
     if _TODO_QUESTION.search(text):
         return todo.list_tasks(turn, text)
+    if re.search(r"\bon\s+the\s+\d{1,2}(?:st|nd|rd|th)\b", text, re.I) and turn.when(text) is not None:
+        return events.list_events(turn, text)  # "anything on the 15th?" is a day, not a list position
     if verb == "read" or _points_at_item(text):
         kind = _kind(turn, text, KINDS)
         if kind is None and _WHEN_WHERE.search(text) and "calendar" in _label_kinds(turn, text):
@@ -440,6 +442,7 @@ def _scoped(text: str) -> str:
     stop = _STOP_REMINDING.search(text)
     if stop is not None:
         return f"cancel the {stop.group('what')} reminder"
+    text = re.sub(r"^forget(?:\s+about)?\s+(?=(?:the|my|that|this)\b)", "cancel ", text, flags=re.I)  # "forget the X reminder"
     clauses = [c for c in _CLAUSES.split(text) if c and c.strip()]
     if len(clauses) < 2:
         return text

@@ -24,7 +24,7 @@ _HEADS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
         ("mark", r"^(?:mark|flag)\b"),
         ("complete", r"^(?:complete|finish(?:ed)?|tick\s+off|check\s+off|cross\s+off|done\s+with|i(?:'ve|\s+have)?\s+(?:just\s+)?(?:finished|completed|done)\b|i'?m\s+(?:done|finished)\s+with|i\s+did)\b"),
         ("trash", r"^(?:delete|trash|remove|bin|discard|throw\s+(?:away|out)|get\s+rid\s+of|erase|junk|clear\s+out)\b|^move\b(?=.*\b(?:to|in|into)\s+(?:the\s+)?(?:trash|bin)\b)"),
-        ("cancel", r"^(?:cancel|call\s+off|scrap|drop|axe|abort|kill|turn\s+off|stop\s+reminding|forget(?:\s+about)?(?=\s+(?:the|my|that|this)\b))\b|^(?:stop|turn\s+off|silence)\b(?=.*\breminders?\b)|^i\s+(?:don't|do\s+not|no\s+longer)\s+need\b"),
+        ("cancel", r"^(?:cancel|call\s+off|scrap|drop|axe|abort|kill|turn\s+off|stop\s+reminding)\b|^(?:stop|turn\s+off|silence)\b(?=.*\breminders?\b)|^i\s+(?:don't|do\s+not|no\s+longer)\s+need\b"),
         ("event", r"^(?:schedule|book|set\s+up|arrange|organi[sz]e|pencil|block)\b"),
         ("add", r"^(?:add|create|put|make\s+(?:a|an|me\s+a)|new|insert|jot|note|write\s+down|track|log|todo\s*:|task\s*:)\b|^(?:todo|task)\s*[:-]|^todo\s+(?!lists?\b|items?\b)(?=[a-z])"),
         ("update", r"^(?:move|reschedule|shift|push|postpone|delay|bump|bring|pull|change|rename|retitle|update|edit|extend|shorten|lengthen|make|switch)\b"),
