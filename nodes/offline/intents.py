@@ -1,11 +1,19 @@
 """The offline picker's decision: one request plus its context -> a call, a reply or a question.
 
-Routing is by the verb that opens the request (after politeness is stripped), then by the kind
-of item: a noun in the request ("the 2nd email"), a label match in one recent list ("the
-standup"), or the kind listed last. Requests whose mood says they do not ask for a write
+In order: a request that completes the picker's own question (a time, an address) completes
+the request it asked about; "it" and "my 3pm" are rewritten to the item they mean, and a
+negated clause is scoped away from the one that asks ("don't send anything yet, just show me
+my inbox"); small talk, help, yes and no; requests outside every tool and note-taking
+(:mod:`nodes.offline.scope`); bound functions the grammar does not know, when the request names
+their tool (:mod:`nodes.offline.examples`); then the grammar.
+
+The grammar routes by the verb that opens the request (after politeness is stripped), then by
+the kind of item: a noun in the request ("the 2nd email"), a label match in one recent list
+("the standup"), or the kind listed last. Requests whose mood says they do not ask for a write
 (past questions, hypotheticals, negations, reported speech, conditions) are routed as usual and
-then downgraded: a write becomes a read of the same kind (past questions) or a plain reply.
-Anything that maps to nothing becomes a short clarifying question, never a guessed write.
+then downgraded: a write becomes a read of the same kind (past questions) or a plain reply. A
+question the grammar would ask is first offered to the other bound functions' examples;
+anything that maps to nothing becomes a short clarifying question, never a guessed write.
 """
 
 from __future__ import annotations
