@@ -96,6 +96,8 @@ class FetchedResponse:
     """Redirects followed."""
     shadow: tuple[str, ...] = ()
     """Hosts that passed only because the allowlist is in shadow mode."""
+    etag: str | None = None
+    """The response's ETag header, if any (WebDAV writes are conditional on it)."""
 
     def text(self) -> str:
         """The body decoded with its declared charset (UTF-8 by default), undecodable bytes replaced."""
@@ -254,9 +256,11 @@ async def egress_request(
     accept: str = "*/*",
     headers: Mapping[str, str] | None = None,
     json_body: Any = None,
+    content: bytes | None = None,
 ) -> FetchedResponse:
     """One request through the egress gate, as :func:`egress_get` checks it.
 
+    The body is ``json_body`` (as JSON) or ``content`` (bytes, with the caller's Content-Type).
     Only a GET follows redirects (each hop re-checked); any other method gets the redirect
     response itself, so a body is never re-sent somewhere the caller did not name.
     """
@@ -279,7 +283,7 @@ async def egress_request(
                     parsed, decision = await _checked_hop(current, policy, resolver, backend)
                     if decision.shadow:
                         shadow.append(decision.host)
-                    async with client.stream(method, parsed, json=json_body) as response:
+                    async with client.stream(method, parsed, json=json_body, content=content) as response:
                         location = response.headers.get("location")
                         if response.status_code in _REDIRECTS and location and method == "GET":
                             try:
@@ -311,6 +315,7 @@ async def egress_request(
                             body=b"".join(chunks),
                             hops=hop,
                             shadow=tuple(shadow),
+                            etag=response.headers.get("etag"),
                         )
                 raise EgressDenied("too_many_redirects")
     except TimeoutError:
@@ -352,3 +357,16 @@ class EgressClient:
         """POST ``json`` to ``url`` (no redirect is followed)."""
         return await egress_request("POST", url, policy=self.policy, resolver=self.resolver, limits=self.limits,
                                     headers=headers, json_body=json, accept=accept)
+
+    async def request(self, method: str, url: str, *, content: bytes | None = None,
+                      headers: Mapping[str, str] | None = None, accept: str = "*/*") -> FetchedResponse:
+        """Any method (WebDAV's PROPFIND, REPORT, PUT...) with a raw body; only a GET follows redirects."""
+        return await egress_request(method, url, policy=self.policy, resolver=self.resolver, limits=self.limits,
+                                    headers=headers, content=content, accept=accept)
+
+    def for_hosts(self, *hosts: str) -> EgressClient:
+        """This client, allowed to reach ``hosts`` (``host`` or ``host:port``) only: an account's own
+        server, with the operator's networks, mode and caps."""
+        policy = EgressPolicy.build(mode=self.policy.mode, allow_hosts=hosts,
+                                    allow_networks=[str(n) for n in self.policy.allow_networks])
+        return EgressClient(policy, self.limits, self.resolver)
