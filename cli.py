@@ -735,6 +735,51 @@ def credentials_delete(
     _out.print(f"deleted {tool}/{name}" if gone else f"{owner} has no {tool}/{name}")
 
 
+
+accounts = typer.Typer(help="Owners' own accounts (a CalDAV calendar), checked with their server, stored encrypted.",
+                       no_args_is_help=True)
+cli.add_typer(accounts, name="account")
+
+
+@accounts.command("add")
+def account_add(
+    owner: Annotated[str, typer.Option(help="The owner it belongs to.")],
+    url: Annotated[str, typer.Option(help="The calendar's address, e.g. https://dav.example.com/alice/calendar/.")],
+    username: Annotated[str, typer.Option(help="The login on that server.")],
+    kind: Annotated[str, typer.Option(help="The kind of account (caldav).")] = "caldav",
+) -> None:
+    """Connect an account: the password is read from standard input (never the command line), the
+    login is tried against the server, and nothing is stored unless it works."""
+    from graph.perimeter import egress_client
+    from policies.errors import TollgateError
+    from tools.connectors.accounts import connect_caldav
+
+    if kind != "caldav":
+        raise _fail("only --kind caldav is supported so far")
+    password = sys.stdin.readline().rstrip("\n") if not sys.stdin.isatty() else typer.prompt("password", hide_input=True)
+    settings = _settings()
+    plaintext = frozenset(settings.connector_plaintext_hosts)
+    try:
+        done = _run(_credential_store(settings, lambda store: connect_caldav(
+            store, egress_client(settings), owner, url=url, username=username, password=password,
+            plaintext_hosts=plaintext)))
+    except (ValueError, TollgateError) as exc:
+        _err.print(f"not connected: {getattr(exc, 'message', exc)}", style="red")
+        raise typer.Exit(2) from None
+    _out.print(f"connected {owner}'s calendar at {done.url} as {done.username}")
+
+
+@accounts.command("remove")
+def account_remove(
+    owner: Annotated[str, typer.Option(help="The owner.")],
+    kind: Annotated[str, typer.Option(help="The kind of account (caldav).")] = "caldav",
+) -> None:
+    """Forget an owner's account (its stored login)."""
+    from tools.connectors.accounts import disconnect_caldav
+
+    gone: bool = _run(_credential_store(_settings(), lambda store: disconnect_caldav(store, owner)))
+    _out.print(f"removed {owner}'s {kind} account" if gone else f"{owner} has no {kind} account")
+
 @cli.command()
 def migrate() -> None:
     """Apply the database migrations (ours, the checkpointer's, the job queue's) and exit."""

@@ -115,6 +115,13 @@ class Settings(BaseSettings):
     """Base URL for the shorthand providers (default: OpenAI's)."""
     openai_api_key: SecretStr | None = Field(default=None, validation_alias="OPENAI_API_KEY")
     """API key for the shorthand providers."""
+    calendar_backend: Literal["builtin", "caldav"] = "builtin"
+    """Where owners' calendars are: Tollgate's own table, or each owner's CalDAV account
+    (``tollgate account add --kind caldav``)."""
+    calendar_backend_owners: dict[str, Literal["builtin", "caldav"]] = Field(default_factory=dict)
+    """Per-owner choices that override ``calendar_backend`` (JSON object: owner id -> backend)."""
+    connector_plaintext_hosts: list[str] = Field(default_factory=list)
+    """Hosts whose accounts may log in over plain ``http://`` (a server on the LAN); refused otherwise."""
     model_fallback: Literal["offline", "none"] | None = None
     """When every configured picker provider fails: ``offline`` answers with the offline picker,
     ``none`` answers that the model is unavailable and does nothing. Unset: ``offline`` in

@@ -7,7 +7,7 @@ so it can be restored; lists never show cancelled events.
 from __future__ import annotations
 
 from datetime import date, datetime, time, timedelta
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from policies.errors import NotFound
 from tools._ids import new_id
@@ -41,21 +41,30 @@ from tools.registry import ActionResult, ActionSpec, ExecContext, ResultRow, Too
 
 __all__ = [
     "CALENDAR",
+    "TABLE",
+    "EventStore",
+    "RANGE_PHRASE",
     "calendar_window",
     "cancel_event",
     "create_event",
+    "event_item",
+    "event_label",
     "get_event",
     "list_events",
+    "list_of",
+    "list_window",
+    "plan_update",
     "preview_cancel",
     "preview_create",
     "preview_update",
+    "render_get",
     "update_event",
 ]
 
 _TOOL: Final = "calendar"
 _COLUMNS: Final = "id, title, starts_at, ends_at, location, description, status"
 
-_RANGE_PHRASE = {
+RANGE_PHRASE = {
     "today": "today",
     "tomorrow": "tomorrow",
     "this_week": "this week",
@@ -90,12 +99,12 @@ def calendar_window(range_: str, now: datetime, tz: str) -> tuple[datetime, date
     return now, None
 
 
-def _label(row: dict[str, Any], tz: str) -> str:
+def event_label(row: dict[str, Any], tz: str) -> str:
     text = f"{clip(row['title'])} — {fmt_span(row['starts_at'], row['ends_at'], tz)}"
     return text + f" ({clip(row['location'], 60)})" if row["location"] else text
 
 
-def _item(row: dict[str, Any], tz: str) -> dict[str, Any]:
+def event_item(row: dict[str, Any], tz: str) -> dict[str, Any]:
     return {
         "id": row["id"],
         "title": row["title"],
@@ -108,30 +117,108 @@ def _item(row: dict[str, Any], tz: str) -> dict[str, Any]:
     }
 
 
-async def _load(ctx: ExecContext, event_id: str, *, lock: bool = False) -> dict[str, Any]:
-    return await load_owned(ctx, "calendar_events", _COLUMNS, "calendar event", event_id, lock=lock)
+class EventStore(Protocol):
+    """Where an owner's events are: Tollgate's own table (:data:`TABLE`), or their CalDAV server
+    (``tools.connectors.caldav_calendar``). Rows are dicts with ``id``, ``title``, ``starts_at``,
+    ``ends_at``, ``location``, ``description`` and ``status`` (``confirmed`` or ``cancelled``)."""
+
+    async def load(self, ctx: ExecContext, event_id: str, *, lock: bool = False) -> dict[str, Any]:
+        """One of the owner's events; :class:`NotFound` otherwise."""
+        ...
+
+    async def window(self, ctx: ExecContext, start: datetime, end: datetime | None, contains: str | None,
+                     limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` confirmed events overlapping ``[start, end)``, earliest first."""
+        ...
+
+    async def overlaps(self, ctx: ExecContext, start: datetime, end: datetime, skip: str = "") -> list[dict[str, Any]]:
+        """Up to 3 confirmed events other than ``skip`` overlapping ``[start, end)``."""
+        ...
+
+    async def insert(self, ctx: ExecContext, title: str, start: datetime, end: datetime, location: str) -> dict[str, Any]:
+        """A new confirmed event (once per ``ctx.idempotency_key``)."""
+        ...
+
+    async def change(self, ctx: ExecContext, row: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
+        """``row`` with ``new``'s title, times and location; ``None`` when it is gone."""
+        ...
+
+    async def cancel(self, ctx: ExecContext, row: dict[str, Any]) -> dict[str, Any] | None:
+        """``row`` marked cancelled (kept); ``None`` when it is gone or was cancelled meanwhile."""
+        ...
 
 
-async def list_events(ctx: ExecContext, args: CalendarListArgs) -> ActionResult:
-    """Confirmed events overlapping the window (``day``'s, else the range's), earliest first;
-    with ``contains``, only those whose title, place or notes contain it."""
+class _Table:
+    """The owner's events in ``calendar_events`` (the call's connection, scoped to its owner)."""
+
+    async def load(self, ctx: ExecContext, event_id: str, *, lock: bool = False) -> dict[str, Any]:
+        return await load_owned(ctx, "calendar_events", _COLUMNS, "calendar event", event_id, lock=lock)
+
+    async def window(self, ctx: ExecContext, start: datetime, end: datetime | None, contains: str | None,
+                     limit: int) -> list[dict[str, Any]]:
+        pattern = f"%{escape_like(contains)}%" if contains else None
+        return await fetch_all(
+            ctx,
+            f"SELECT {_COLUMNS} FROM calendar_events"
+            " WHERE owner_id = %s AND status = 'confirmed' AND ends_at > %s"
+            " AND (%s::timestamptz IS NULL OR starts_at < %s)"
+            " AND (%s::text IS NULL OR title ILIKE %s OR location ILIKE %s OR description ILIKE %s)"
+            " ORDER BY starts_at, id LIMIT %s",
+            (ctx.owner_id, start, end, end, pattern, pattern, pattern, pattern, limit),
+        )
+
+    async def overlaps(self, ctx: ExecContext, start: datetime, end: datetime, skip: str = "") -> list[dict[str, Any]]:
+        return await fetch_all(
+            ctx,
+            "SELECT title, starts_at, ends_at FROM calendar_events"
+            " WHERE owner_id = %s AND status = 'confirmed' AND id <> %s AND starts_at < %s AND ends_at > %s"
+            " ORDER BY starts_at, id LIMIT 3",
+            (ctx.owner_id, skip, end, start),
+        )
+
+    async def insert(self, ctx: ExecContext, title: str, start: datetime, end: datetime, location: str) -> dict[str, Any]:
+        row = await fetch_one(
+            ctx,
+            f"INSERT INTO calendar_events (id, owner_id, title, starts_at, ends_at, location, created_at, updated_at)"
+            f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}",
+            (new_id("evt"), ctx.owner_id, title, start, end, location, ctx.now, ctx.now),
+        )
+        assert row is not None  # INSERT ... RETURNING always yields the row
+        return row
+
+    async def change(self, ctx: ExecContext, row: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
+        return await fetch_one(
+            ctx,
+            "UPDATE calendar_events SET title = %s, starts_at = %s, ends_at = %s, location = %s, updated_at = %s"
+            f" WHERE owner_id = %s AND id = %s RETURNING {_COLUMNS}",
+            (new["title"], new["starts_at"], new["ends_at"], new["location"], ctx.now, ctx.owner_id, row["id"]),
+        )
+
+    async def cancel(self, ctx: ExecContext, row: dict[str, Any]) -> dict[str, Any] | None:
+        return await fetch_one(
+            ctx,
+            "UPDATE calendar_events SET status = 'cancelled', updated_at = %s"
+            f" WHERE owner_id = %s AND id = %s AND status = 'confirmed' RETURNING {_COLUMNS}",
+            (ctx.now, ctx.owner_id, row["id"]),
+        )
+
+
+TABLE: Final[EventStore] = _Table()
+"""Tollgate's own events table: the embedded default."""
+
+
+def list_window(ctx: ExecContext, args: CalendarListArgs) -> tuple[datetime, datetime | None, str]:
+    """The ``[start, end)`` a list covers (``day``'s, else the range's) and how a summary names it."""
     if args.day is not None:
         start = datetime.combine(args.day, time(), tzinfo=zone(ctx.timezone))
-        end: datetime | None = datetime.combine(args.day + timedelta(days=1), time(), tzinfo=zone(ctx.timezone))
-        phrase = f"on {fmt_day(args.day)}"
-    else:
-        start, end = calendar_window(args.range, ctx.now, ctx.timezone)
-        phrase = _RANGE_PHRASE[args.range]
-    pattern = f"%{escape_like(args.contains)}%" if args.contains else None
-    rows = await fetch_all(
-        ctx,
-        f"SELECT {_COLUMNS} FROM calendar_events"
-        " WHERE owner_id = %s AND status = 'confirmed' AND ends_at > %s"
-        " AND (%s::timestamptz IS NULL OR starts_at < %s)"
-        " AND (%s::text IS NULL OR title ILIKE %s OR location ILIKE %s OR description ILIKE %s)"
-        " ORDER BY starts_at, id LIMIT %s",
-        (ctx.owner_id, start, end, end, pattern, pattern, pattern, pattern, args.limit + 1),
-    )
+        end = datetime.combine(args.day + timedelta(days=1), time(), tzinfo=zone(ctx.timezone))
+        return start, end, f"on {fmt_day(args.day)}"
+    start, open_end = calendar_window(args.range, ctx.now, ctx.timezone)
+    return start, open_end, RANGE_PHRASE[args.range]
+
+
+def list_of(ctx: ExecContext, args: CalendarListArgs, rows: list[dict[str, Any]], phrase: str) -> ActionResult:
+    """The list result of ``rows`` (up to ``limit + 1`` events, earliest first), whatever holds them."""
     if args.contains:
         phrase += f" with “{clip(args.contains, 40)}”"
     shown = rows[: args.limit]
@@ -141,34 +228,31 @@ async def list_events(ctx: ExecContext, args: CalendarListArgs) -> ActionResult:
         summary = f"You have more than {plural(args.limit, 'event')} {phrase}; here are the first {args.limit}."
     else:
         summary = f"You have {plural(len(shown), 'event')} {phrase}."
-    result_rows: list[ResultRow] = [{"id": r["id"], "label": _label(r, ctx.timezone)} for r in shown]
+    result_rows: list[ResultRow] = [{"id": r["id"], "label": event_label(r, ctx.timezone)} for r in shown]
     return list_result(_TOOL, "list", "calendar", result_rows, summary)
 
 
-async def get_event(ctx: ExecContext, args: CalendarGetArgs) -> ActionResult:
+async def list_events(ctx: ExecContext, args: CalendarListArgs, store: EventStore = TABLE) -> ActionResult:
+    """Confirmed events overlapping the window (``day``'s, else the range's), earliest first;
+    with ``contains``, only those whose title, place or notes contain it."""
+    start, end, phrase = list_window(ctx, args)
+    return list_of(ctx, args, await store.window(ctx, start, end, args.contains, args.limit + 1), phrase)
+
+
+async def get_event(ctx: ExecContext, args: CalendarGetArgs, store: EventStore = TABLE) -> ActionResult:
     """One event with its details."""
-    row = await _load(ctx, args.event_id)
+    row = await store.load(ctx, args.event_id)
     when = fmt_span(row["starts_at"], row["ends_at"], ctx.timezone)
     summary = f"{quoted(row['title'])} is on {when}"
     if row["location"]:
         summary += f" at {clip(row['location'], 60)}"
     summary += " (cancelled)." if row["status"] == "cancelled" else "."
-    return item_result(_TOOL, "get", _item(row, ctx.timezone), summary)
+    return item_result(_TOOL, "get", event_item(row, ctx.timezone), summary)
 
 
-def _render_get(result: ActionResult) -> str:
+def render_get(result: ActionResult) -> str:
     notes = (result.get("item") or {}).get("description") or ""
     return result["summary"] + (f"\nNotes: {clip(notes, 500)}" if notes else "")
-
-
-async def _overlaps(ctx: ExecContext, start: datetime, end: datetime, skip: str = "") -> list[dict[str, Any]]:
-    return await fetch_all(
-        ctx,
-        "SELECT title, starts_at, ends_at FROM calendar_events"
-        " WHERE owner_id = %s AND status = 'confirmed' AND id <> %s AND starts_at < %s AND ends_at > %s"
-        " ORDER BY starts_at, id LIMIT 3",
-        (ctx.owner_id, skip, end, start),
-    )
 
 
 def _overlap_note(rows: list[dict[str, Any]], tz: str) -> str:
@@ -178,31 +262,25 @@ def _overlap_note(rows: list[dict[str, Any]], tz: str) -> str:
     return f"\nIt overlaps {names}."
 
 
-async def preview_create(ctx: ExecContext, args: CalendarCreateArgs) -> str:
+async def preview_create(ctx: ExecContext, args: CalendarCreateArgs, store: EventStore = TABLE) -> str:
     """``Create “Title” on Mon 30 Nov, 09:00–09:30 at Room 1``, noting overlapping events."""
     end = args.start + timedelta(minutes=args.duration_minutes)
     text = f"Create {quoted(args.title)} on {fmt_span(args.start, end, ctx.timezone)}"
     text += f" at {clip(args.location, 60)}" if args.location else ""
-    return text + _overlap_note(await _overlaps(ctx, args.start, end), ctx.timezone)
+    return text + _overlap_note(await store.overlaps(ctx, args.start, end), ctx.timezone)
 
 
-async def create_event(ctx: ExecContext, args: CalendarCreateArgs) -> ActionResult:
-    """Insert a confirmed event."""
+async def create_event(ctx: ExecContext, args: CalendarCreateArgs, store: EventStore = TABLE) -> ActionResult:
+    """Add a confirmed event."""
     end = args.start + timedelta(minutes=args.duration_minutes)
-    row = await fetch_one(
-        ctx,
-        f"INSERT INTO calendar_events (id, owner_id, title, starts_at, ends_at, location, created_at, updated_at)"
-        f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}",
-        (new_id("evt"), ctx.owner_id, args.title, args.start, end, args.location, ctx.now, ctx.now),
-    )
-    assert row is not None  # INSERT ... RETURNING always yields the row
+    row = await store.insert(ctx, args.title, args.start, end, args.location)
     when = fmt_span(row["starts_at"], row["ends_at"], ctx.timezone)
     where = f" at {clip(row['location'], 60)}" if row["location"] else ""
     summary = f"Created {quoted(row['title'])} on {when}{where}."
-    return write_result(_TOOL, "create", _item(row, ctx.timezone), 1, summary)
+    return write_result(_TOOL, "create", event_item(row, ctx.timezone), 1, summary)
 
 
-def _plan_update(row: dict[str, Any], args: CalendarUpdateArgs, tz: str) -> tuple[dict[str, Any], list[str]]:
+def plan_update(row: dict[str, Any], args: CalendarUpdateArgs, tz: str) -> tuple[dict[str, Any], list[str]]:
     """The event's new values and one phrase per field that really changes."""
     title = args.title if args.title is not None else row["title"]
     start = args.start if args.start is not None else row["starts_at"]
@@ -225,43 +303,38 @@ def _plan_update(row: dict[str, Any], args: CalendarUpdateArgs, tz: str) -> tupl
     return new, changes
 
 
-async def preview_update(ctx: ExecContext, args: CalendarUpdateArgs) -> str:
+async def preview_update(ctx: ExecContext, args: CalendarUpdateArgs, store: EventStore = TABLE) -> str:
     """``Update “Standup” (Mon 30 Nov, 09:00–09:15): time … → …``."""
-    row = await _load(ctx, args.event_id)
-    new, changes = _plan_update(row, args, ctx.timezone)
+    row = await store.load(ctx, args.event_id)
+    new, changes = plan_update(row, args, ctx.timezone)
     head = f"Update {quoted(row['title'])} ({fmt_span(row['starts_at'], row['ends_at'], ctx.timezone)})"
     if not changes:
         return head + ": nothing would change."
     note = "\nThe event stays cancelled." if row["status"] == "cancelled" else ""
-    overlaps = await _overlaps(ctx, new["starts_at"], new["ends_at"], skip=row["id"])
+    overlaps = await store.overlaps(ctx, new["starts_at"], new["ends_at"], skip=row["id"])
     return head + ": " + "; ".join(changes) + note + _overlap_note(overlaps, ctx.timezone)
 
 
-async def update_event(ctx: ExecContext, args: CalendarUpdateArgs) -> ActionResult:
+async def update_event(ctx: ExecContext, args: CalendarUpdateArgs, store: EventStore = TABLE) -> ActionResult:
     """Change only the given fields; the end follows the start and the (new or kept) duration."""
-    row = await _load(ctx, args.event_id, lock=True)
-    new, changes = _plan_update(row, args, ctx.timezone)
+    row = await store.load(ctx, args.event_id, lock=True)
+    new, changes = plan_update(row, args, ctx.timezone)
     if not changes:
         when = fmt_when(row["starts_at"], ctx.timezone)
         summary = f"{quoted(row['title'])} ({when}) already has those details; nothing changed."
-        return write_result(_TOOL, "update", _item(row, ctx.timezone), 0, summary)
-    updated = await fetch_one(
-        ctx,
-        "UPDATE calendar_events SET title = %s, starts_at = %s, ends_at = %s, location = %s, updated_at = %s"
-        f" WHERE owner_id = %s AND id = %s RETURNING {_COLUMNS}",
-        (new["title"], new["starts_at"], new["ends_at"], new["location"], ctx.now, ctx.owner_id, row["id"]),
-    )
+        return write_result(_TOOL, "update", event_item(row, ctx.timezone), 0, summary)
+    updated = await store.change(ctx, row, new)
     if updated is None:
         raise NotFound("calendar event", args.event_id)
     summary = f"Updated {quoted(updated['title'])}: " + "; ".join(changes) + "."
     if updated["status"] == "cancelled":
         summary += " It stays cancelled."
-    return write_result(_TOOL, "update", _item(updated, ctx.timezone), 1, summary)
+    return write_result(_TOOL, "update", event_item(updated, ctx.timezone), 1, summary)
 
 
-async def preview_cancel(ctx: ExecContext, args: CalendarCancelArgs) -> str:
+async def preview_cancel(ctx: ExecContext, args: CalendarCancelArgs, store: EventStore = TABLE) -> str:
     """``Cancel “Standup” on Mon 30 Nov, 09:00–09:15``."""
-    row = await _load(ctx, args.event_id)
+    row = await store.load(ctx, args.event_id)
     text = f"Cancel {quoted(row['title'])} on {fmt_span(row['starts_at'], row['ends_at'], ctx.timezone)}"
     text += f" at {clip(row['location'], 60)}" if row["location"] else ""
     if row["status"] == "cancelled":
@@ -269,23 +342,18 @@ async def preview_cancel(ctx: ExecContext, args: CalendarCancelArgs) -> str:
     return text
 
 
-async def cancel_event(ctx: ExecContext, args: CalendarCancelArgs) -> ActionResult:
+async def cancel_event(ctx: ExecContext, args: CalendarCancelArgs, store: EventStore = TABLE) -> ActionResult:
     """Soft-cancel: mark the event cancelled and keep it; a second cancel changes nothing."""
-    row = await _load(ctx, args.event_id, lock=True)
+    row = await store.load(ctx, args.event_id, lock=True)
     label = f"{quoted(row['title'])} ({fmt_when(row['starts_at'], ctx.timezone)})"
     if row["status"] == "cancelled":
         return write_result(
-            _TOOL, "cancel_event", _item(row, ctx.timezone), 0, f"{label} was already cancelled; nothing changed."
+            _TOOL, "cancel_event", event_item(row, ctx.timezone), 0, f"{label} was already cancelled; nothing changed."
         )
-    updated = await fetch_one(
-        ctx,
-        "UPDATE calendar_events SET status = 'cancelled', updated_at = %s"
-        f" WHERE owner_id = %s AND id = %s AND status = 'confirmed' RETURNING {_COLUMNS}",
-        (ctx.now, ctx.owner_id, row["id"]),
-    )
+    updated = await store.cancel(ctx, row)
     if updated is None:
         raise NotFound("calendar event", args.event_id)
-    return write_result(_TOOL, "cancel_event", _item(updated, ctx.timezone), 1, f"Cancelled {label}.")
+    return write_result(_TOOL, "cancel_event", event_item(updated, ctx.timezone), 1, f"Cancelled {label}.")
 
 
 _EVENT_ID = {"event_id": "calendar"}
@@ -311,7 +379,7 @@ CALENDAR = ToolSpec(
             args=CalendarGetArgs,
             tier="allowlist",
             executor=get_event,
-            renderer=_render_get,
+            renderer=render_get,
             id_fields=_EVENT_ID,
             third_party_fields=("description",),
             usage_examples=("Tell me more about the 2nd one", "Where is the design review?", "Details of #1"),

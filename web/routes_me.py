@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from graph.credentials import CredentialStore, credentials_cipher
 from graph.profiles import Profile, get_profile, resolve, update_profile
-from policies.errors import InvalidArgs
+from policies.errors import InvalidArgs, NotFound
+from tools.connectors.accounts import connect_caldav, connected_caldav, disconnect_caldav
+from tools.connectors.caldav import AccountRefused
 from web.deps import PrincipalDep
 from web.errors import documented
-from web.schemas import MeOut, MePatch, ProfileOut
+from web.schemas import AccountOut, AccountsOut, CalDavAccountIn, MeOut, MePatch, ProfileOut
 
 __all__ = ["router"]
 
@@ -47,3 +50,41 @@ async def update_me(body: MePatch, principal: PrincipalDep) -> MeOut:
     except ValueError as exc:
         raise InvalidArgs("me", [str(exc)]) from None
     return _me(principal, profile)
+
+
+def _store(principal: PrincipalDep) -> CredentialStore:
+    svc = principal.app.services
+    return svc.credentials or CredentialStore(svc.db.pool, credentials_cipher(svc.settings, svc.key()))
+
+
+@router.get("/accounts", summary="My connected accounts", responses=documented(401, 403, 429, 503))
+async def read_accounts(principal: PrincipalDep) -> AccountsOut:
+    """The accounts the caller connected (their address and login name; never a password)."""
+    found = await connected_caldav(_store(principal), principal.owner_id)
+    return AccountsOut(accounts=[AccountOut(kind="caldav", url=found.url, username=found.username)] if found else [])
+
+
+@router.put("/accounts/caldav", summary="Connect my CalDAV calendar", responses=documented(401, 403, 422, 429, 503),
+            # Valid data may still be refused: the login is tried on the owner's server (tests/test_schemathesis.py).
+            openapi_extra={"x-tollgate-checked-elsewhere": True})
+async def put_caldav(body: CalDavAccountIn, principal: PrincipalDep) -> AccountOut:
+    """Log in to the calendar at ``url`` and, only if that works, store the account (encrypted).
+
+    A refused login, an address that is not a calendar, or plain ``http://`` to a host the
+    operator did not allow is refused (422) and stores nothing; the answer never holds the password.
+    """
+    svc = principal.app.services
+    try:
+        done = await connect_caldav(_store(principal), svc.http(), principal.owner_id, url=body.url,
+                                    username=body.username, password=body.password,
+                                    plaintext_hosts=frozenset(svc.settings.connector_plaintext_hosts))
+    except (AccountRefused, NotFound) as exc:
+        raise InvalidArgs("account", [exc.message]) from None
+    return AccountOut(kind="caldav", url=done.url, username=done.username)
+
+
+@router.delete("/accounts/caldav", status_code=204, summary="Disconnect my CalDAV calendar",
+               responses=documented(401, 403, 429, 503))
+async def delete_caldav(principal: PrincipalDep) -> None:
+    """Forget the caller's CalDAV account (nothing on their server changes)."""
+    await disconnect_caldav(_store(principal), principal.owner_id)

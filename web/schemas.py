@@ -21,8 +21,11 @@ if TYPE_CHECKING:
 __all__ = [
     "APPROVAL_ID_PATTERN",
     "THREAD_ID_PATTERN",
+    "AccountOut",
+    "AccountsOut",
     "ApiErrorCode",
     "AuditVerdictOut",
+    "CalDavAccountIn",
     "ApprovalOut",
     "ApprovalsOut",
     "ApproveBody",
@@ -467,3 +470,25 @@ class AuditVerdictOut(BaseModel):
     """The first row that failed, if any."""
     problem: str = ""
     """What failed: ``gap``, ``prev_hash``, ``row_hash``, ``column:<name>`` or ``body``."""
+
+
+class CalDavAccountIn(_Wire):
+    """Body of ``PUT /v1/me/accounts/caldav``: the calendar's address and its login."""
+
+    url: str = Field(max_length=500, pattern=r"^https?://[^\s]+$", description="The calendar collection's address.")
+    username: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
+    password: str = Field(min_length=1, max_length=500, description="Stored encrypted; never returned.")
+
+
+class AccountOut(BaseModel):
+    """A connected account, without its password."""
+
+    kind: Literal["caldav"]
+    url: str
+    username: str
+
+
+class AccountsOut(BaseModel):
+    """``GET /v1/me/accounts``."""
+
+    accounts: list[AccountOut]

@@ -1,0 +1,133 @@
+"""The calendar tool on an owner's CalDAV account, through the real compiled graph and a real Radicale.
+
+The owner's backend is a setting (``calendar_backend_owners``); their account is three encrypted
+credentials of the calendar tool. The offline picker drives the turns, so the whole chat flow
+runs: list, "cancel the 2nd one", approve, and the server's state changes once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from graph.checkpointer import open_checkpointer
+from graph.credentials import CredentialStore, credentials_cipher
+from graph.db import Database
+from graph.owner_scope import owner_transaction
+from graph.perimeter import egress_client
+from graph.runner import TurnRunner
+from graph.services import Services
+from graph.settings import Settings
+from graph.state import Context
+from graph.turn import build_graph
+from nodes.offline import OfflinePicker
+from tests.caldav_server import RadicaleServer, radicale
+from tests.conftest import NOW, all_rows
+from tests.harness import Clock, Turns
+from tools.builtin import default_registry
+from tools.connectors.caldav import CalDavAccount, CalDavCalendar, RemoteEvent
+from tools.connectors.caldav_calendar import ACCOUNT_NAMES
+from tools.demo import seed_demo
+
+PARIS = ZoneInfo("Europe/Paris")
+_PASSWORD = "calendar-pass-9"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RadicaleServer]:
+    with radicale(tmp_path_factory.mktemp("radicale-tool"), {"alice": _PASSWORD}) as running:
+        yield running
+
+
+@dataclass
+class Rig:
+    turns: Turns
+    ctx: Context
+    remote: CalDavCalendar
+    """The owner's calendar as another client sees it (for checks and changes behind the tool's back)."""
+    thread: str
+
+
+@pytest.fixture
+async def rig(settings: Settings, db: Database, owner: str, server: RadicaleServer) -> AsyncIterator[Rig]:
+    cfg = settings.model_copy(update={"calendar_backend_owners": {owner: "caldav"},
+                                      "egress_allow_networks": ["127.0.0.0/8"], "connector_plaintext_hosts": ["127.0.0.1"]})
+    url = server.calendar("alice", "cal-" + owner[-8:])
+    store = CredentialStore(db.pool, credentials_cipher(cfg, cfg.approval_key()))
+    for name, value in zip(ACCOUNT_NAMES, (url, "alice", _PASSWORD), strict=True):
+        await store.set(owner, "calendar", name, value)
+    remote = CalDavCalendar(egress_client(cfg), CalDavAccount(url, "alice", _PASSWORD, frozenset({"127.0.0.1"})), PARIS)
+    for key, title, hours in (("seed-1", "Standup", 26), ("seed-2", "Dentist", 29)):
+        start = NOW + timedelta(hours=hours)
+        await remote.create(key, title=title, starts_at=start, ends_at=start + timedelta(hours=1), now=NOW)
+    services = Services(settings=cfg, db=db, registry=default_registry(cfg), picker_model=OfflinePicker(), clock=Clock(NOW))
+    turns = Turns(TurnRunner(build_graph(services, checkpointer=await open_checkpointer(db)), services))
+    yield Rig(turns, Context(owner_id=owner, timezone="Europe/Paris"), remote, f"{owner}/caldav")
+
+
+async def _events(rig: Rig) -> list[RemoteEvent]:
+    return await rig.remote.list(NOW - timedelta(days=1), None)
+
+
+async def test_list_cancel_the_2nd_one_approve_and_the_server_changes_once(rig: Rig) -> None:
+    listed = await rig.turns.send(rig.ctx, rig.thread, "what's on my calendar this week?")
+    assert listed.outcome == "read" and listed.reply is not None
+    assert listed.reply.index("Standup") < listed.reply.index("Dentist")  # the server's events, in order
+    proposed = await rig.turns.send(rig.ctx, rig.thread, "cancel the 2nd one")
+    assert proposed.approval is not None and "Dentist" in proposed.approval.preview
+    done = await rig.turns.decide(rig.ctx, proposed.approval.approval_id, {"type": "approve"})
+    assert done.outcome == "executed", done.reply
+    assert [(e.title, e.status) for e in await _events(rig)] == [("Standup", "CONFIRMED"), ("Dentist", "CANCELLED")]
+    await rig.turns.check_approvals(rig.thread)
+
+
+async def test_an_event_changed_after_the_approval_was_asked_is_not_written(rig: Rig) -> None:
+    await rig.turns.send(rig.ctx, rig.thread, "what's on my calendar this week?")
+    proposed = await rig.turns.send(rig.ctx, rig.thread, "cancel the 2nd one")
+    assert proposed.approval is not None
+    dentist = next(e for e in await _events(rig) if e.title == "Dentist")
+    await rig.remote.update(dentist, now=NOW, location="Moved to room 2")  # another client, meanwhile
+    done = await rig.turns.decide(rig.ctx, proposed.approval.approval_id, {"type": "approve"})
+    assert done.outcome != "executed"
+    assert done.reply is not None and "changed on the calendar server" in done.reply
+    assert [(e.title, e.status, e.location) for e in await _events(rig)] == [
+        ("Standup", "CONFIRMED", ""), ("Dentist", "CONFIRMED", "Moved to room 2")]
+
+
+async def test_a_write_retried_after_a_crash_makes_one_event(rig: Rig, settings: Settings) -> None:
+    """The crash between the server's write and the ledger's commit: the same write runs again."""
+    svc = rig.turns.runner.services
+    create = svc.registry.action("calendar", "create")
+    assert create is not None
+    from tools.args import CalendarCreateArgs
+
+    args = CalendarCreateArgs(title="Offsite", start=NOW + timedelta(days=2), duration_minutes=60)
+    for _ in range(2):
+        ctx = svc.exec_context(rig.ctx.owner_id, "Europe/Paris", "calendar", None, "apv_" + "7" * 32)
+        await create.executor(ctx, args)
+    assert [e.title for e in await _events(rig)].count("Offsite") == 1
+
+
+async def test_a_wrong_password_is_said_clearly_and_names_no_secret(rig: Rig, db: Database) -> None:
+    await CredentialStore(db.pool, credentials_cipher(rig.turns.runner.services.settings,
+                                                     rig.turns.runner.services.key())).set(
+        rig.ctx.owner_id, "calendar", "caldav_password", "wrong-password")
+    out = await rig.turns.send(rig.ctx, rig.thread, "what's on my calendar this week?")
+    assert out.reply is not None and "wrong-password" not in out.reply and _PASSWORD not in out.reply
+    assert out.outcome == "failed" and "the calendar server refused the username or password" in out.reply
+
+
+async def test_another_owner_stays_on_tollgates_own_table(rig: Rig, db: Database) -> None:
+    """A second owner, with the demo data in the built-in table, served by the same registry."""
+    other = Context(owner_id=rig.ctx.owner_id + "_b", timezone="Europe/Paris")
+    async with owner_transaction(db.pool, other.owner_id) as conn:
+        await seed_demo(conn, other.owner_id, NOW, "Europe/Paris")
+    out = await rig.turns.send(other, other.owner_id + "/builtin", "what's on my calendar today?")
+    assert out.outcome == "read" and out.reply is not None and "Standup" in out.reply
+    async with all_rows(db) as conn:
+        cur = await conn.execute("SELECT count(*) AS n FROM calendar_events WHERE owner_id = %s", (rig.ctx.owner_id,))
+        assert await cur.fetchone() == {"n": 0}  # the CalDAV owner's events never touched the table
