@@ -15,7 +15,7 @@ import pytest
 
 from graph.perimeter import egress_client
 from graph.settings import Settings
-from policies.errors import EgressDenied, NotFound, Unavailable
+from policies.errors import EgressDenied, NotFound, Transient
 from tests.caldav_server import RadicaleServer, radicale
 from tools.connectors.caldav import AccountRefused, CalDavAccount, CalDavCalendar, StaleEvent
 
@@ -109,7 +109,7 @@ def test_plain_text_and_other_hosts_are_refused(settings: Settings) -> None:
         CalDavCalendar(http, CalDavAccount("ftp://dav.example.com/", "alice", "pw"), PARIS)
 
 
-async def test_a_server_that_goes_away_is_unavailable_and_comes_back(
+async def test_a_server_that_goes_away_is_transient_and_comes_back(
     settings: Settings, tmp_path: Path
 ) -> None:
     with radicale(tmp_path / "away", {"alice": _PASSWORD}) as own:
@@ -117,7 +117,7 @@ async def test_a_server_that_goes_away_is_unavailable_and_comes_back(
         start = NOW + timedelta(days=1)
         await cal.create("key-away", title="Standup", starts_at=start, ends_at=start + timedelta(minutes=15), now=NOW)
         own.stop()
-        with pytest.raises(Unavailable):
+        with pytest.raises(Transient):
             await cal.list(NOW, None)
         own.start()
         assert [e.title for e in await cal.list(NOW, None)] == ["Standup"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -131,3 +132,33 @@ async def test_another_owner_stays_on_tollgates_own_table(rig: Rig, db: Database
     async with all_rows(db) as conn:
         cur = await conn.execute("SELECT count(*) AS n FROM calendar_events WHERE owner_id = %s", (rig.ctx.owner_id,))
         assert await cur.fetchone() == {"n": 0}  # the CalDAV owner's events never touched the table
+
+
+async def test_a_server_gone_mid_conversation_is_said_and_nothing_is_proposed(
+    settings: Settings, db: Database, owner: str, tmp_path: Path
+) -> None:
+    """The reads retry (they are safe to repeat), then the reply says the server could not be reached."""
+    with radicale(tmp_path / "away", {"alice": _PASSWORD}) as own:
+        cfg = settings.model_copy(update={"calendar_backend_owners": {owner: "caldav"},
+                                          "egress_allow_networks": ["127.0.0.0/8"],
+                                          "connector_plaintext_hosts": ["127.0.0.1"]})
+        url = own.calendar("alice")
+        store = CredentialStore(db.pool, credentials_cipher(cfg, cfg.approval_key()))
+        for name, value in zip(ACCOUNT_NAMES, (url, "alice", _PASSWORD), strict=True):
+            await store.set(owner, "calendar", name, value)
+        remote = CalDavCalendar(egress_client(cfg), CalDavAccount(url, "alice", _PASSWORD, frozenset({"127.0.0.1"})), PARIS)
+        start = NOW + timedelta(hours=26)
+        await remote.create("seed", title="Standup", starts_at=start, ends_at=start + timedelta(hours=1), now=NOW)
+        services = Services(settings=cfg, db=db, registry=default_registry(cfg), picker_model=OfflinePicker(),
+                            clock=Clock(NOW))
+        turns = Turns(TurnRunner(build_graph(services, checkpointer=await open_checkpointer(db)), services))
+        ctx, thread = Context(owner_id=owner, timezone="Europe/Paris"), owner + "/away"
+        assert (await turns.send(ctx, thread, "what's on my calendar this week?")).outcome == "read"
+        own.stop()
+        out = await turns.send(ctx, thread, "cancel the 1st one")
+        assert out.approval is None and out.outcome != "executed"
+        assert out.reply is not None and "could not be reached" in out.reply
+        own.start()
+        back = await turns.send(ctx, thread, "what's on my calendar this week?")
+        assert back.outcome == "read" and back.reply is not None and "Standup" in back.reply
+        await turns.check_approvals(thread)

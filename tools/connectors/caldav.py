@@ -12,6 +12,8 @@ on one calendar collection the owner named. Its contract:
 * **Secrets stay secret.** The password travels in an ``Authorization`` header only; a refused
   login is :class:`AccountRefused`, whose message names neither the password nor the URL. Plain
   ``http://`` is refused unless the operator allowed plain text for that host.
+* **A server that goes away** is :class:`~policies.errors.Transient`: the turn retries what is
+  safe to repeat (reads, and updates, which recognise their own change) and says so otherwise.
 * **Hostile servers.** Responses are size- and time-capped by the egress gate, XML is parsed
   without DTDs or entities (``defusedxml``), iCalendar with ``icalendar``; an entry that does not
   parse is skipped, and text fields are clipped.
@@ -36,9 +38,9 @@ from defusedxml import ElementTree as SafeXml
 from icalendar import Calendar, Event
 
 from graph.egress_transport import EgressClient, FetchedResponse
-from policies.errors import EgressDenied, ErrorCode, NotFound, TollgateError, Unavailable
+from policies.errors import EgressDenied, ErrorCode, NotFound, TollgateError, Transient, Unavailable
 
-__all__ = ["AccountRefused", "CalDavAccount", "CalDavCalendar", "RemoteEvent", "StaleEvent"]
+__all__ = ["AccountRefused", "CalDavAccount", "CalDavCalendar", "RemoteEvent", "ServerAway", "StaleEvent"]
 
 _DAV: Final = "{DAV:}"
 _CALDAV: Final = "{urn:ietf:params:xml:ns:caldav}"
@@ -58,6 +60,15 @@ class AccountRefused(TollgateError):
 
     def __init__(self) -> None:
         super().__init__("the calendar server refused the username or password")
+
+
+class ServerAway(Transient):
+    """The calendar server could not be reached (or answered 5xx): safe calls are retried."""
+
+    def __init__(self) -> None:
+        super().__init__("calendar server")
+        self.message = "the calendar server could not be reached; nothing was changed, try again in a moment"
+        self.args = (self.message,)
 
 
 class StaleEvent(TollgateError):
@@ -177,12 +188,16 @@ class CalDavCalendar:
 
     async def _send(self, method: str, url: str, *, body: bytes | None = None, headers: dict[str, str] | None = None,
                     accept: str = "*/*") -> FetchedResponse:
-        response = await self._http.request(method, url, content=body, headers=self._auth | (headers or {}),
-                                            accept=accept)
+        try:
+            response = await self._http.request(method, url, content=body, headers=self._auth | (headers or {}),
+                                                accept=accept)
+        except Unavailable:
+            # The server went away (or is restarting): the call that can be repeated safely is retried.
+            raise ServerAway() from None
         if response.status in (401, 403):
             raise AccountRefused()
         if response.status >= 500:
-            raise Unavailable("calendar server")
+            raise ServerAway()
         return response
 
     def _href(self, value: str) -> str:
