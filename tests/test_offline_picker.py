@@ -478,3 +478,9 @@ def test_a_numeric_date_reads_as_the_owners_locale_writes_it(locale: str | None,
         assert isinstance(plan, Reply) and plan.outcome == "clarify", plan  # a question, never a guessed day
     else:
         assert isinstance(plan, Call) and plan.key == ("calendar", "create") and plan.args["start"].startswith(day), plan
+
+
+def test_mail_questions_name_their_filter() -> None:
+    assert decide("anything from my bank?", context()) == Call(("mail", "list"), {"from_contains": "bank"})
+    sent = decide("what did i send recently", context())
+    assert isinstance(sent, Call) and sent.key == ("mail", "list") and sent.args.get("folder") == "sent"

@@ -58,7 +58,7 @@ ACCURACY_FLOOR: Final = 1.0
 """The exact-match accuracy the offline picker must keep on the original set (the level reached)."""
 
 INDEPENDENT_FLOOR: Final = 0.9
-"""The exact-match accuracy it must keep on the independent set (the goal; 93.2 % reached)."""
+"""The exact-match accuracy it must keep on the independent set (the goal; 94.4 % reached)."""
 
 _NONCE: Final = "5eed" * 8  # fixed, so a run is reproducible byte for byte
 _DEFAULT_CONTEXT: Final[dict[str, Any]] = {

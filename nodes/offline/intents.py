@@ -226,6 +226,8 @@ def _route_read(turn: Turn, verb: str | None) -> Plan:
         return _read(turn, named, text) if verb == "read" or _points_at_item(text) else _list_of(turn, named, text)
     if _TODO_QUESTION.search(text):
         return todo.list_tasks(turn, text)
+    if _MAIL_QUESTION.search(text):
+        return mail.list_mail(turn, text)  # "what did i send?" before the read verb ("what did X send") takes it
     if re.search(r"\bon\s+the\s+\d{1,2}(?:st|nd|rd|th)\b", text, re.I) and turn.when(text) is not None:
         return events.list_events(turn, text)  # "anything on the 15th?" is a day, not a list position
     if verb == "read" or _points_at_item(text):

@@ -47,7 +47,7 @@ _NAME_RE: Final = re.compile(
 )
 _NOT_NAMES: Final = frozenset({"a", "an", "the", "me", "my", "him", "her", "them", "it", "this", "that", "email", "mail", "message", "to"})
 _FROM_RE: Final = re.compile(
-    r"\b(?:from|by|sent\s+by)\s+(?P<w>[\w.+'-]+@[\w.-]+|[A-Za-z][\w'.-]*(?:\s+[A-Z][\w'-]*)?)", re.I
+    r"\b(?:from|by|sent\s+by)\s+(?:(?:my|our|the)\s+)?(?P<w>[\w.+'-]+@[\w.-]+|[A-Za-z][\w'.-]*(?:\s+[A-Z][\w'-]*)?)", re.I
 )
 _TO_RE: Final = re.compile(r"\bto\s+(?P<w>[\w.+'-]+@[\w.-]+|[A-Z][\w'.-]*)")
 _DID_WRITE_RE: Final = re.compile(
