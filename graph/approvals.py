@@ -258,7 +258,7 @@ async def reconcile(
       request, so no decision could resume it.
     """
     if settle is not None:
-        async with owner_scope.owner_transaction(pool, owner_id) as conn:
+        async with owner_scope.owner_reads(pool, owner_id) as conn:
             cur = await conn.execute(_INTENTS_OF_THREAD_SQL, (thread_id,))
             keys = [str(r["approval_id"]) for r in await cur.fetchall()]
         if keys:

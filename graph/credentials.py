@@ -92,13 +92,13 @@ class CredentialStore:
 
     async def names(self, owner_id: str) -> list[tuple[str, str]]:
         """(tool, name) of every secret the owner has stored; never the values."""
-        async with owner_scope.owner_transaction(self.pool, owner_id) as conn:
+        async with owner_scope.owner_reads(self.pool, owner_id) as conn:
             cur = await conn.execute(_NAMES, (owner_id,))
             return [(r["tool"], r["name"]) for r in await cur.fetchall()]
 
     async def read(self, owner_id: str, tool: str, name: str) -> str | None:
         """The secret, or ``None`` when not stored. Raises :class:`CredentialsUnavailable` for a key that does not open it."""
-        async with owner_scope.owner_transaction(self.pool, owner_id) as conn:
+        async with owner_scope.owner_reads(self.pool, owner_id) as conn:
             cur = await conn.execute(_GET, (owner_id, tool, name))
             row = await cur.fetchone()
         if row is None:

@@ -85,7 +85,7 @@ async def open_intents(conn: AsyncConnection[Any], keys: list[str]) -> list[dict
 
 async def settle_intents(svc: Services, owner_id: str, keys: list[str]) -> None:
     """Settle every remote write of ``owner_id`` among ``keys`` still at its intent (see :func:`settle`)."""
-    async with owner_scope.owner_transaction(svc.db.pool, owner_id) as conn:
+    async with owner_scope.owner_reads(svc.db.pool, owner_id) as conn:
         intents = await open_intents(conn, keys)
     for intent in intents:
         await settle(svc, intent, timezone=svc.settings.default_timezone)

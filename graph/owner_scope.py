@@ -17,7 +17,7 @@ from psycopg import AsyncConnection
 from psycopg.pq import PipelineStatus, TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
-__all__ = ["ALL_OWNERS", "all_owners", "owner_transaction", "scope"]
+__all__ = ["ALL_OWNERS", "all_owners", "owner_reads", "owner_transaction", "scope"]
 
 ALL_OWNERS: Final = "*"
 """The scope of the scheduler's cross-owner scans; never a valid owner id (``graph.state``)."""
@@ -50,5 +50,15 @@ async def owner_transaction(
 ) -> AsyncIterator[AsyncConnection[Any]]:
     """A pooled connection inside a transaction scoped to ``owner_id``; commits on a clean exit."""
     async with pool.connection() as conn, conn.transaction():
+        await scope(conn, owner_id)
+        yield conn
+
+
+@asynccontextmanager
+async def owner_reads(pool: AsyncConnectionPool[Any], owner_id: str) -> AsyncIterator[AsyncConnection[Any]]:
+    """A pooled connection for reads of ``owner_id``'s rows, in a pipeline: the scope rides with
+    the first statement, and the pipeline's Sync ends the implicit transaction (one round trip
+    more than an unscoped read, where a BEGIN and a COMMIT would be three)."""
+    async with pool.connection() as conn, conn.pipeline():
         await scope(conn, owner_id)
         yield conn

@@ -315,7 +315,7 @@ class TurnRunner:
         (``ApprovalInvalid``), a wrong count too, and the request stays pending; another owner's
         is indistinguishable from none (``NotFound``).
         """
-        async with owner_scope.owner_transaction(self.services.db.pool, ctx.owner_id) as conn:
+        async with owner_scope.owner_reads(self.services.db.pool, ctx.owner_id) as conn:
             cur = await conn.execute(_APPROVAL_SQL, (approval_id, ctx.owner_id))
             row = await cur.fetchone()
         if row is None:
@@ -356,7 +356,7 @@ class TurnRunner:
                 yield event
 
     async def _approval(self, approval_id: str, owner_id: str) -> dict[str, Any] | None:
-        async with owner_scope.owner_transaction(self.services.db.pool, owner_id) as conn:
+        async with owner_scope.owner_reads(self.services.db.pool, owner_id) as conn:
             cur = await conn.execute(_APPROVAL_SQL, (approval_id, owner_id))
             return await cur.fetchone()
 
@@ -420,7 +420,7 @@ class TurnRunner:
 
     async def pending_approvals(self, ctx: Context, *, thread_id: str | None = None) -> list[PendingApproval]:
         """The caller's pending approvals that have not expired (of one thread, with ``thread_id``), newest first."""
-        async with owner_scope.owner_transaction(self.services.db.pool, ctx.owner_id) as conn:
+        async with owner_scope.owner_reads(self.services.db.pool, ctx.owner_id) as conn:
             cur = await conn.execute(_PENDING_SQL, (ctx.owner_id, self.services.clock(), thread_id, thread_id))
             rows = await cur.fetchall()
         return [

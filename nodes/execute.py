@@ -94,10 +94,7 @@ async def _read_connection(svc: Services, owner_id: str, database: bool) -> Asyn
     if not database:
         yield None
         return
-    async with svc.db.pool.connection() as conn, conn.pipeline():
-        # One implicit transaction until the pipeline's Sync: the owner scope rides with the
-        # tool's first statement instead of costing a BEGIN and a COMMIT of its own.
-        await owner_scope.scope(conn, owner_id)
+    async with owner_scope.owner_reads(svc.db.pool, owner_id) as conn:
         yield conn
 
 
@@ -211,7 +208,7 @@ async def _run_remote(
 
 
 async def _entry(svc: Services, key: str, owner_id: str) -> effects.Entry | None:
-    async with owner_scope.owner_transaction(svc.db.pool, owner_id) as conn:
+    async with owner_scope.owner_reads(svc.db.pool, owner_id) as conn:
         return await effects.replay(conn, key, owner_id)
 
 

@@ -167,7 +167,7 @@ async def delete_thread(db: Database, owner_id: str, thread_id: str) -> None:
 async def approval_history(db: Database, owner_id: str, thread_id: str, limit: int = 50) -> list[DecidedApprovalOut]:
     """The approvals of ``owner_id``'s thread that are no longer pending, newest first: what was
     asked and what became of it."""
-    async with owner_scope.owner_transaction(db.pool, owner_id) as conn:
+    async with owner_scope.owner_reads(db.pool, owner_id) as conn:
         cur = await conn.execute(
             """SELECT approval_id, request_id, tool, action, preview, status, decision, decided_via, owner_id,
                       created_at, decided_at, error_code
@@ -217,7 +217,7 @@ class OwnedThreads:
 
 async def require_approval(db: Database, owner_id: str, approval_id: str) -> ApprovalRef:
     """The caller's approval (any status), or :class:`NotFound`."""
-    async with owner_scope.owner_transaction(db.pool, owner_id) as conn:
+    async with owner_scope.owner_reads(db.pool, owner_id) as conn:
         cur = await conn.execute(
             """SELECT a.approval_id, a.thread_id, a.tool, a.action, a.request_id,
                       (SELECT array_agg(r.tool || '__' || r.action ORDER BY r.position) FROM approvals r
@@ -251,7 +251,7 @@ async def list_threads(
     keeps the one thread of that id.
     """
     pattern = f"%{escape_like(search)}%" if search else None
-    async with owner_scope.owner_transaction(db.pool, owner_id) as conn:
+    async with owner_scope.owner_reads(db.pool, owner_id) as conn:
         cur = await conn.execute(
             """SELECT t.thread_id, t.created_at, t.updated_at,
                       coalesce(t.title, (SELECT left(content, 80) FROM transcript

@@ -312,7 +312,7 @@ async def resume_run(
 
 
 async def _approval_pending(rt: Runtime, run: BackgroundRun, approval_id: str) -> bool:
-    async with owner_scope.owner_transaction(rt.app.services.db.pool, run.owner_id) as conn:
+    async with owner_scope.owner_reads(rt.app.services.db.pool, run.owner_id) as conn:
         cur = await conn.execute(
             "SELECT 1 FROM approvals WHERE approval_id = %s AND owner_id = %s AND status = 'pending'",
             (approval_id, run.owner_id),

@@ -144,7 +144,7 @@ async def evaluate_triggers(app: App, *, now: datetime | None = None) -> int:
             rules = await cur.fetchall()
     found = []
     for rule in rules:
-        async with owner_scope.owner_transaction(pool, rule["owner_id"]) as conn:  # a rule sees its owner's items only
+        async with owner_scope.owner_reads(pool, rule["owner_id"]) as conn:  # a rule sees its owner's items only
             found.append((rule, await _items(conn, rule, at)))
     fired = 0
     for rule, items in found:

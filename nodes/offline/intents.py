@@ -19,6 +19,7 @@ anything that maps to nothing becomes a short clarifying question, never a guess
 from __future__ import annotations
 
 import re
+from calendar import month_name
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
@@ -515,8 +516,7 @@ def _unread_numeric_date(turn: Turn) -> Plan | None:
         return None
     if found.group("a") and found.group("b"):
         a, b = int(found.group("a")), int(found.group("b"))
-        months = ("January February March April May June July August September October November December").split()
-        readings = [f"{d} {months[m - 1]}" for d, m in ((a, b), (b, a)) if 1 <= m <= 12 and 1 <= d <= 31]
+        readings = [f"{d} {month_name[m]}" for d, m in ((a, b), (b, a)) if 1 <= m <= 12 and 1 <= d <= 31]
         if len(readings) == 2 and readings[0] != readings[1]:
             return clarify(f"Which day do you mean by {found.group(0)}: {readings[0]} or {readings[1]}? "
                            "(Setting your locale in your profile tells me how you write dates.)")

@@ -29,7 +29,7 @@ def _title(row: Row) -> str:
 
 _COMMON: Final = frozenset(
     "the a an my me to of for in on at is are be it this that and or from with about what when where whats "
-    "open read show tell email mail message event meeting task reminder note when due due".split())
+    "open read show tell email mail message event meeting task reminder note due".split())
 
 
 def _named_in(text: str, rows: Sequence[Row]) -> list[Row]:

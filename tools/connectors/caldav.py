@@ -66,9 +66,8 @@ class ServerAway(Transient):
     """The calendar server could not be reached (or answered 5xx): safe calls are retried."""
 
     def __init__(self) -> None:
-        super().__init__("calendar server")
-        self.message = "the calendar server could not be reached; nothing was changed, try again in a moment"
-        self.args = (self.message,)
+        self.what = "calendar server"
+        TollgateError.__init__(self, "the calendar server could not be reached; nothing was changed, try again in a moment")
 
 
 class StaleEvent(TollgateError):

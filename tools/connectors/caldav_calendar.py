@@ -114,7 +114,8 @@ def backend_of(settings: Mapping[str, Any], owner_id: str) -> str:
 def calendar_for(settings: Mapping[str, Any] | None) -> ToolSpec:
     """The calendar tool for ``settings``: the built-in one unless some owner is on CalDAV."""
     values = settings or {}
-    if backend_of(values, "") == "builtin" and "caldav" not in (values.get("calendar_backend_owners") or {}).values():
+    chosen = {values.get("calendar_backend") or "builtin", *(values.get("calendar_backend_owners") or {}).values()}
+    if chosen == {"builtin"}:
         return CALENDAR
     plaintext = frozenset(str(h) for h in values.get("connector_plaintext_hosts") or ())
 
