@@ -211,6 +211,29 @@ async def test_another_owners_token_sees_nothing_of_the_first_owners(
         assert (await client.get("/v1/threads", headers=theirs)).json() == {"threads": []}
 
 
+async def test_the_sse_streams_take_the_providers_tokens(
+    oidc_server: LiveServer, provider: Provider, db: Database, owner: str
+) -> None:
+    """A chat streamed as Server-Sent Events, and the thread's event log replayed, with a provider's token."""
+    from tests.conftest import NOW
+
+    async with owner_transaction(db.pool, owner) as conn:
+        await seed_demo(conn, owner, NOW, "Europe/Paris")
+    token = provider.token(owner)
+    stream = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+    async with httpx.AsyncClient(base_url=oidc_server.url, timeout=60) as client:
+        chat = await client.post("/v1/chat", headers=stream, json={"message": "what's on my calendar today?"})
+        assert chat.status_code == 200 and chat.headers["content-type"].startswith("text/event-stream")
+        assert "event: message_complete" in chat.text
+        thread = next(line.split('"thread_id":"')[1].split('"')[0] for line in chat.text.splitlines()
+                      if '"thread_id":"' in line)
+        replay = await client.get(f"/v1/threads/{thread}/events", headers=stream)
+        assert replay.status_code == 200 and "event: message_complete" in replay.text
+        other = {"Authorization": f"Bearer {provider.token(owner + '-other')}", "Accept": "text/event-stream"}
+        assert (await client.get(f"/v1/threads/{thread}/events", headers=other)).status_code == 404
+        assert (await client.get(f"/v1/threads/{thread}/events", headers={"Accept": "text/event-stream"})).status_code == 401
+
+
 async def test_a_route_group_refuses_a_token_without_its_scope(
     oidc_server: LiveServer, provider: Provider, owner: str
 ) -> None:

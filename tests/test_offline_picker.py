@@ -484,3 +484,14 @@ def test_mail_questions_name_their_filter() -> None:
     assert decide("anything from my bank?", context()) == Call(("mail", "list"), {"from_contains": "bank"})
     sent = decide("what did i send recently", context())
     assert isinstance(sent, Call) and sent.key == ("mail", "list") and sent.args.get("folder") == "sent"
+
+
+def test_the_one_after_lunch_is_the_next_row_of_the_latest_list() -> None:
+    rows = [{"position": 1, "id": "evt_a", "label": "Standup — Mon 30 Nov, 09:30–09:45"},
+            {"position": 2, "id": "evt_b", "label": "Lunch with Ana — Mon 30 Nov, 12:30–13:30"},
+            {"position": 3, "id": "evt_c", "label": "Design review — Mon 30 Nov, 15:00–16:00"}]
+    ctx = context() | {"recent": {"calendar": rows}, "latest_kind": "calendar"}
+    assert decide("cancel the one after lunch", ctx) == Call(("calendar", "cancel_event"), {"event_id": "evt_c"})
+    moved = decide("move the one before the design review to 11am", ctx)
+    assert isinstance(moved, Call) and moved.args["event_id"] == "evt_b"
+    assert isinstance(decide("cancel the one after the design review", ctx), Reply)  # nothing after the last: ask

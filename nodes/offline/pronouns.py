@@ -1,4 +1,5 @@
-"""What "it", "that" and "my 3pm" stand for: an item of the thread, named by its title instead.
+"""What "it", "that", "my 3pm" and "the one after lunch" stand for: an item of the thread, named
+by its title instead.
 
 "Cancel it" after "tell me about the dentist", "snooze that" after asking about the stretch
 reminder, "my 3pm" with the day's events listed: the reference is rewritten to the title of the
@@ -21,6 +22,8 @@ __all__ = ["resolve_references"]
 _PRONOUN: Final = re.compile(r"\b(?:it|that(?:\s+one)?|this(?:\s+one)?)\b(?!\s+(?:is|was|'s|the|i|you|we|they|he|she)\b)", re.I)
 _CLOCK_REF: Final = re.compile(r"\b(?:my|the)\s+(?P<h>\d{1,2})(?::(?P<m>[0-5]\d))?\s*(?P<ap>am|pm)\b(?:\s+(?:one|meeting|event|appointment))?", re.I)
 _WORD: Final = re.compile(r"\w+")
+_NEIGHBOUR: Final = re.compile(
+    r"\bthe\s+one\s+(?P<side>after|before)\s+(?:the\s+|my\s+)?(?P<what>.+?)(?=\s+(?:to|at|on|by|for|until)\b|[?.!,]|$)", re.I)
 
 
 def _title(row: Row) -> str:
@@ -63,6 +66,16 @@ def resolve_references(turn: Turn) -> str:
             if re.fullmatch(r"(?:what'?s|what\s+is|when\s+is|where\s+is)\s*", text[:clock.start()], re.I):
                 return f"details of the {_title(hits[0])}"  # "what's my 3pm?" asks about the event
             return f"{text[:clock.start()]}the {_title(hits[0])}{text[clock.end():]}"
+        return text
+    neighbour = _NEIGHBOUR.search(text)
+    if neighbour is not None:
+        # "the one after lunch": the row next to the one the phrase names, in the latest list's order.
+        rows = list(turn.recent.get(turn.latest_kind or "calendar") or ())
+        named = _named_in(neighbour.group("what"), rows)
+        if len(named) == 1:
+            at = rows.index(named[0]) + (1 if neighbour.group("side").lower() == "after" else -1)
+            if 0 <= at < len(rows):
+                return f"{text[:neighbour.start()]}the {_title(rows[at])}{text[neighbour.end():]}"
         return text
     pronoun = _PRONOUN.search(text)
     if pronoun is None or re.search(r"#\d|\b\d+(?:st|nd|rd|th)\b", text):
