@@ -24,7 +24,7 @@ from typing import Any, Final
 import httpcore
 import httpx
 
-from policies.egress import EgressDecision, EgressPolicy, check_addresses, check_redirect, check_url
+from policies.egress import EgressDecision, EgressPolicy, check_addresses, check_endpoint, check_redirect, check_url
 from policies.errors import EgressDenied, Unavailable
 
 __all__ = [
@@ -363,6 +363,27 @@ class EgressClient:
         """Any method (WebDAV's PROPFIND, REPORT, PUT...) with a raw body; only a GET follows redirects."""
         return await egress_request(method, url, policy=self.policy, resolver=self.resolver, limits=self.limits,
                                     headers=headers, content=content, accept=accept)
+
+    async def address(self, host: str, port: int) -> str:
+        """The one address a connection of another protocol (IMAP, SMTP) to ``host:port`` must go to.
+
+        The destination is checked as an HTTP request's would be (:func:`~policies.egress.check_endpoint`),
+        resolved once and every address checked; the caller connects to the address returned
+        and verifies TLS against ``host``. Raises :class:`EgressDenied` with a reason only.
+        """
+        decision = check_endpoint(host, port, self.policy)
+        if not decision.allowed:
+            raise EgressDenied(decision.reason)
+        if decision.address:
+            return decision.address
+        try:
+            addresses = list(await self.resolver(decision.host, decision.port))
+        except OSError:
+            raise EgressDenied("no_address") from None
+        pinned = check_addresses(decision, addresses, self.policy)
+        if not pinned.allowed:
+            raise EgressDenied(pinned.reason)
+        return pinned.address
 
     def for_hosts(self, *hosts: str) -> EgressClient:
         """This client, allowed to reach ``hosts`` (``host`` or ``host:port``) only: an account's own

@@ -21,7 +21,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Final, Literal
 from urllib.parse import urlsplit
 
@@ -43,6 +43,7 @@ __all__ = [
     "address_problem",
     "DEFAULT_PORTS",
     "check_addresses",
+    "check_endpoint",
     "check_redirect",
     "check_url",
     "embedded_ipv4",
@@ -397,6 +398,19 @@ def check_url(url: str, policy: EgressPolicy) -> EgressDecision:
             return EgressDecision.deny("port_not_allowed", scheme=scheme, host=host, port=port)
         shadow = ("port_not_allowed",)
     return EgressDecision(True, "allowed", scheme, host, port, literal, shadow)
+
+
+def check_endpoint(host: str, port: int, policy: EgressPolicy) -> EgressDecision:
+    """Check a TCP destination of another protocol (IMAP, SMTP) before resolving it.
+
+    It is checked exactly as an ``https`` URL of the same host and port would be (host form,
+    special names, literal addresses, the allowlist with its ports), so no protocol has a gate of
+    its own; the decision's ``scheme`` is ``tcp``.
+    """
+    if not isinstance(host, str) or not host or any(c in host for c in "/@?#[]\\ ") or not 0 < port < 65536:
+        return EgressDecision.deny("bad_url", scheme="tcp")
+    literal = f"[{host}]" if ":" in host else host
+    return replace(check_url(f"https://{literal}:{port}/", policy), scheme="tcp")
 
 
 def check_addresses(decision: EgressDecision, addresses: Sequence[str], policy: EgressPolicy) -> EgressDecision:

@@ -38,7 +38,8 @@ from defusedxml import ElementTree as SafeXml
 from icalendar import Calendar, Event
 
 from graph.egress_transport import EgressClient, FetchedResponse
-from policies.errors import EgressDenied, ErrorCode, NotFound, TollgateError, Transient, Unavailable
+from policies.errors import EgressDenied, ErrorCode, NotFound, TollgateError, Unavailable
+from tools.connectors.errors import AccountRefused, ServerAway
 
 __all__ = ["AccountRefused", "CalDavAccount", "CalDavCalendar", "RemoteEvent", "ServerAway", "StaleEvent"]
 
@@ -51,23 +52,6 @@ _QUERY: Final = """<?xml version="1.0" encoding="utf-8"?>
   <d:prop><d:getetag/><c:calendar-data/></d:prop>
   <c:filter><c:comp-filter name="VCALENDAR"><c:comp-filter name="VEVENT">{range}</c:comp-filter></c:comp-filter></c:filter>
 </c:calendar-query>"""
-
-
-class AccountRefused(TollgateError):
-    """The server refused the account's username or password (nothing was stored or changed)."""
-
-    code: ErrorCode = "permission_denied"
-
-    def __init__(self) -> None:
-        super().__init__("the calendar server refused the username or password")
-
-
-class ServerAway(Transient):
-    """The calendar server could not be reached (or answered 5xx): safe calls are retried."""
-
-    def __init__(self) -> None:
-        self.what = "calendar server"
-        TollgateError.__init__(self, "the calendar server could not be reached; nothing was changed, try again in a moment")
 
 
 class StaleEvent(TollgateError):

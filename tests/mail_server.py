@@ -1,0 +1,196 @@
+"""Real mail servers for the connector tests: Dovecot (IMAP) and aiosmtpd (SMTP) on loopback.
+
+Dovecot runs with a throw-away configuration under the test's directory: plain-text logins
+from a passwd file, maildirs under ``mail/``, the special-use folders Sent, Trash and Drafts,
+all mail stored as the unprivileged ``nobody`` user. The SMTP server (:mod:`tests.smtp_server`)
+delivers into those mailboxes with Dovecot's own delivery agent. :meth:`MailServers.stop_imap`
+and :meth:`start_imap` take Dovecot away and bring it back with the same mail.
+
+Dovecot is Debian's ``dovecot-imapd``; ``.ci/run`` installs it when missing, as it does Chromium.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from tests.children import free_port
+
+__all__ = ["MailServers", "mail_servers"]
+
+_ROOT = Path(__file__).resolve().parent.parent
+DOMAIN = "example.test"
+
+
+def _wait_port(port: int, what: str, log: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"{what} did not answer on {port}: {log.read_text()[-2000:] if log.exists() else ''}")
+
+
+@dataclass
+class MailServers:
+    """A running Dovecot and SMTP server, and how to reach them."""
+
+    root: Path
+    users: dict[str, str]
+    imap_port: int
+    smtp_port: int
+    smtp: subprocess.Popen[Any] | None = field(default=None, repr=False)
+    _smtp_log: IO[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def imap_url(self) -> str:
+        return f"imap://127.0.0.1:{self.imap_port}"
+
+    @property
+    def smtp_url(self) -> str:
+        return f"smtp://127.0.0.1:{self.smtp_port}"
+
+    def address(self, user: str) -> str:
+        return f"{user}@{DOMAIN}"
+
+    def start_imap(self) -> None:
+        dovecot = shutil.which("dovecot") or "/usr/sbin/dovecot"
+        subprocess.run([dovecot, "-c", str(self.root / "dovecot.conf")], check=True, timeout=30)
+        _wait_port(self.imap_port, "dovecot", self.root / "dovecot.log")
+
+    def stop_imap(self) -> None:
+        doveadm = shutil.which("doveadm") or "/usr/bin/doveadm"
+        subprocess.run([doveadm, "-c", str(self.root / "dovecot.conf"), "stop"], check=False, timeout=30,
+                       capture_output=True)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.imap_port), timeout=0.2).close()
+                time.sleep(0.05)
+            except OSError:
+                return
+
+    def start_smtp(self) -> None:
+        self._smtp_log = (self.root / "smtp.log").open("ab")
+        self.smtp = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+            [sys.executable, "-m", "tests.smtp_server", str(self.root), str(self.smtp_port)],
+            cwd=_ROOT, stdout=self._smtp_log, stderr=subprocess.STDOUT)
+        _wait_port(self.smtp_port, "the SMTP server", self.root / "smtp.log")
+
+    def stop_smtp(self) -> None:
+        if self.smtp is not None and self.smtp.poll() is None:
+            self.smtp.terminate()
+            self.smtp.wait(timeout=10)
+        self.smtp = None
+        if self._smtp_log is not None:
+            self._smtp_log.close()
+            self._smtp_log = None
+
+    def deliver(self, user: str, raw: bytes, sender: str = "sam@elsewhere.test") -> None:
+        """Put ``raw`` into ``user``'s inbox as the mail server would (Dovecot's delivery agent)."""
+        subprocess.run(["/usr/lib/dovecot/dovecot-lda", "-c", str(self.root / "dovecot.conf"), "-d", user,
+                        "-f", sender], input=raw, check=True, timeout=30)
+
+    def accepted(self) -> list[dict[str, Any]]:
+        """What the SMTP server took, in order."""
+        path = self.root / "accepted.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def drop_next_answer(self) -> None:
+        """The next message the SMTP server takes, it takes without answering (the connection drops)."""
+        (self.root / "FAIL_DATA").write_text("1")
+
+
+def _config(root: Path, imap_port: int) -> str:
+    return f"""base_dir = {root}/run
+state_dir = {root}/state
+log_path = {root}/dovecot.log
+protocols = imap
+listen = 127.0.0.1
+ssl = no
+disable_plaintext_auth = no
+auth_mechanisms = plain login
+mail_location = maildir:{root}/mail/%u
+first_valid_uid = 1
+passdb {{
+  driver = passwd-file
+  args = {root}/users
+}}
+userdb {{
+  driver = static
+  args = uid=nobody gid=nogroup home={root}/mail/%u
+}}
+namespace inbox {{
+  inbox = yes
+  separator = /
+  mailbox Sent {{
+    special_use = \\Sent
+    auto = subscribe
+  }}
+  mailbox Trash {{
+    special_use = \\Trash
+    auto = subscribe
+  }}
+  mailbox Drafts {{
+    special_use = \\Drafts
+    auto = subscribe
+  }}
+}}
+service imap-login {{
+  chroot =
+  inet_listener imap {{
+    address = 127.0.0.1
+    port = {imap_port}
+  }}
+  inet_listener imaps {{
+    port = 0
+  }}
+}}
+service anvil {{
+  chroot =
+}}
+service stats {{
+  unix_listener stats-writer {{
+    mode = 0666
+  }}
+}}
+"""
+
+
+@contextmanager
+def mail_servers(users: dict[str, str]) -> Iterator[MailServers]:
+    """Dovecot and an SMTP server for ``users`` (name -> password), storing in a directory of their own.
+
+    Not under pytest's directory: its sockets need a short path, and Dovecot's mail user must be
+    able to reach the maildirs (pytest's directories are the test user's alone).
+    """
+    if shutil.which("dovecot") is None and not Path("/usr/sbin/dovecot").exists():
+        raise AssertionError("Dovecot is missing: .ci/run installs Debian's dovecot-imapd (apt-get install dovecot-imapd)")
+    root = Path(tempfile.mkdtemp(prefix="tg-mail-"))
+    root.chmod(0o755)
+    for sub in ("run", "state", "mail"):
+        (root / sub).mkdir(exist_ok=True)
+    shutil.chown(root / "mail", "nobody", "nogroup")
+    (root / "users").write_text("".join(f"{name}:{{PLAIN}}{password}::::::\n" for name, password in users.items()))
+    servers = MailServers(root=root, users=users, imap_port=free_port(), smtp_port=free_port())
+    (root / "dovecot.conf").write_text(_config(root, servers.imap_port))
+    servers.start_imap()
+    try:
+        servers.start_smtp()
+        yield servers
+    finally:
+        servers.stop_smtp()
+        servers.stop_imap()
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,24 @@
+"""The refusals every connector raises, each naming the server's kind, never its address or a secret."""
+
+from __future__ import annotations
+
+from policies.errors import ErrorCode, TollgateError, Transient
+
+__all__ = ["AccountRefused", "ServerAway"]
+
+
+class AccountRefused(TollgateError):
+    """The server refused the account's username or password (nothing was stored or changed)."""
+
+    code: ErrorCode = "permission_denied"
+
+    def __init__(self, server: str = "calendar server") -> None:
+        super().__init__(f"the {server} refused the username or password")
+
+
+class ServerAway(Transient):
+    """The server could not be reached (or answered with a server error): safe calls are retried."""
+
+    def __init__(self, server: str = "calendar server") -> None:
+        self.what = server
+        TollgateError.__init__(self, f"the {server} could not be reached; nothing was changed, try again in a moment")
