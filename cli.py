@@ -736,49 +736,63 @@ def credentials_delete(
 
 
 
-accounts = typer.Typer(help="Owners' own accounts (a CalDAV calendar), checked with their server, stored encrypted.",
-                       no_args_is_help=True)
+accounts = typer.Typer(help="Owners' own accounts (a CalDAV calendar, an IMAP mailbox with its SMTP server), "
+                            "checked with their servers, stored encrypted.", no_args_is_help=True)
 cli.add_typer(accounts, name="account")
 
 
 @accounts.command("add")
 def account_add(
     owner: Annotated[str, typer.Option(help="The owner it belongs to.")],
-    url: Annotated[str, typer.Option(help="The calendar's address, e.g. https://dav.example.com/alice/calendar/.")],
-    username: Annotated[str, typer.Option(help="The login on that server.")],
-    kind: Annotated[str, typer.Option(help="The kind of account (caldav).")] = "caldav",
+    url: Annotated[str, typer.Option(help="caldav: the calendar's address (https://dav.example.com/alice/calendar/); "
+                                          "imap: the IMAP server (imaps://imap.example.com).")],
+    username: Annotated[str, typer.Option(help="The login on that server (and, for imap, on the SMTP server).")],
+    kind: Annotated[str, typer.Option(help="caldav or imap.")] = "caldav",
+    smtp_url: Annotated[str, typer.Option(help="imap: the SMTP server (smtps://smtp.example.com:465 or "
+                                               "smtp+starttls://smtp.example.com:587).")] = "",
+    address: Annotated[str, typer.Option(help="imap: the owner's address, the From of what they send.")] = "",
 ) -> None:
     """Connect an account: the password is read from standard input (never the command line), the
-    login is tried against the server, and nothing is stored unless it works."""
+    login is tried against the server(s), and nothing is stored unless it works."""
     from graph.perimeter import egress_client
     from policies.errors import TollgateError
-    from tools.connectors.accounts import connect_caldav
+    from tools.connectors.accounts import connect_caldav, connect_imap
 
-    if kind != "caldav":
-        raise _fail("only --kind caldav is supported so far")
+    if kind not in ("caldav", "imap"):
+        raise _fail("--kind is caldav or imap")
     password = sys.stdin.readline().rstrip("\n") if not sys.stdin.isatty() else typer.prompt("password", hide_input=True)
     settings = _settings()
     plaintext = frozenset(settings.connector_plaintext_hosts)
+
+    def connect(store: Any) -> Any:
+        if kind == "imap":
+            return connect_imap(store, egress_client(settings), owner, imap_url=url, smtp_url=smtp_url,
+                                username=username, password=password, address=address, plaintext_hosts=plaintext)
+        return connect_caldav(store, egress_client(settings), owner, url=url, username=username, password=password,
+                              plaintext_hosts=plaintext)
+
     try:
-        done = _run(_credential_store(settings, lambda store: connect_caldav(
-            store, egress_client(settings), owner, url=url, username=username, password=password,
-            plaintext_hosts=plaintext)))
+        done = _run(_credential_store(settings, connect))
     except (ValueError, TollgateError) as exc:
         _err.print(f"not connected: {getattr(exc, 'message', exc)}", style="red")
         raise typer.Exit(2) from None
-    _out.print(f"connected {owner}'s calendar at {done.url} as {done.username}")
+    what = "calendar" if kind == "caldav" else "mailbox"
+    _out.print(f"connected {owner}'s {what} at {done.url} as {done.username}")
 
 
 @accounts.command("remove")
 def account_remove(
     owner: Annotated[str, typer.Option(help="The owner.")],
-    kind: Annotated[str, typer.Option(help="The kind of account (caldav).")] = "caldav",
+    kind: Annotated[str, typer.Option(help="caldav or imap.")] = "caldav",
 ) -> None:
     """Forget an owner's account (its stored login)."""
-    from tools.connectors.accounts import disconnect_caldav
+    from tools.connectors.accounts import disconnect
 
-    gone: bool = _run(_credential_store(_settings(), lambda store: disconnect_caldav(store, owner)))
+    if kind not in ("caldav", "imap"):
+        raise _fail("--kind is caldav or imap")
+    gone: bool = _run(_credential_store(_settings(), lambda store: disconnect(store, owner, kind)))
     _out.print(f"removed {owner}'s {kind} account" if gone else f"{owner} has no {kind} account")
+
 
 @cli.command()
 def migrate() -> None:

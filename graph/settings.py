@@ -120,8 +120,14 @@ class Settings(BaseSettings):
     (``tollgate account add --kind caldav``)."""
     calendar_backend_owners: dict[str, Literal["builtin", "caldav"]] = Field(default_factory=dict)
     """Per-owner choices that override ``calendar_backend`` (JSON object: owner id -> backend)."""
+    mail_backend: Literal["builtin", "imap"] = "builtin"
+    """Where owners' mail is: Tollgate's own tables, or each owner's IMAP and SMTP servers
+    (``tollgate account add --kind imap``)."""
+    mail_backend_owners: dict[str, Literal["builtin", "imap"]] = Field(default_factory=dict)
+    """Per-owner choices that override ``mail_backend`` (JSON object: owner id -> backend)."""
     connector_plaintext_hosts: list[str] = Field(default_factory=list)
-    """Hosts whose accounts may log in over plain ``http://`` (a server on the LAN); refused otherwise."""
+    """Hosts whose accounts may log in without TLS (``http://``, ``imap://``, ``smtp://``: a server on
+    the LAN); refused otherwise."""
     model_fallback: Literal["offline", "none"] | None = None
     """When every configured picker provider fails: ``offline`` answers with the offline picker,
     ``none`` answers that the model is unavailable and does nothing. Unset: ``offline`` in

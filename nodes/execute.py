@@ -134,7 +134,7 @@ async def _run_once(
             async with _read_connection(svc, ctx.owner_id, database) as conn:
                 cleaned = storable(await _call(spec, plan, _context(svc, ctx, plan, conn), args))
                 return cleaned.value, False, cleaned.changed
-        if _is_remote(svc, spec, plan):
+        if _is_remote(svc, spec, plan, ctx.owner_id):
             return await _run_remote(svc, spec, ctx, plan, thread_id, key, approval, args)
         async with leases.fenced_transaction(svc.db.pool, owner=ctx.owner_id) as conn:
             await _claim(conn, svc, ctx, plan, thread_id, key, approval)
@@ -154,10 +154,11 @@ async def _run_once(
     return result, False, cleaned.changed
 
 
-def _is_remote(svc: Services, spec: ActionSpec, plan: Plan) -> bool:
-    """Whether a write's effect leaves Tollgate: declared so, or its tool has no database to write to."""
+def _is_remote(svc: Services, spec: ActionSpec, plan: Plan, owner_id: str) -> bool:
+    """Whether a write's effect leaves Tollgate: declared so (for every owner, or this one), or its
+    tool has no database to write to."""
     tool = svc.registry.tool(plan["tool"])
-    return spec.remote or tool is None or not tool.database
+    return spec.leaves_tollgate(owner_id) or tool is None or not tool.database
 
 
 def _ambiguous(error: TollgateError) -> bool:
@@ -222,7 +223,7 @@ async def _run(
     svc: Services, spec: ActionSpec, ctx: Context, plan: Plan, thread_id: str, key: str | None, approval: str | None
 ) -> tuple[ActionResult, bool, bool]:
     # A remote write is never retried here: a second attempt would only settle its first.
-    attempts = 3 if spec.idempotent and not (spec.writes and _is_remote(svc, spec, plan)) else 1
+    attempts = 3 if spec.idempotent and not (spec.writes and _is_remote(svc, spec, plan, ctx.owner_id)) else 1
     async for attempt in AsyncRetrying(
         stop=stop_after_attempt(attempts),
         wait=wait_random_exponential(multiplier=0.05, max=1.0),

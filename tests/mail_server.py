@@ -103,6 +103,12 @@ class MailServers:
         subprocess.run(["/usr/lib/dovecot/dovecot-lda", "-c", str(self.root / "dovecot.conf"), "-d", user,
                         "-f", sender], input=raw, check=True, timeout=30)
 
+    def empty(self, user: str) -> None:
+        """Expunge every message of every folder of ``user`` (a test starting from a clean mailbox)."""
+        doveadm = shutil.which("doveadm") or "/usr/bin/doveadm"
+        subprocess.run([doveadm, "-c", str(self.root / "dovecot.conf"), "expunge", "-u", user, "mailbox", "*", "all"],
+                       check=True, timeout=30, capture_output=True)
+
     def accepted(self) -> list[dict[str, Any]]:
         """What the SMTP server took, in order."""
         path = self.root / "accepted.jsonl"

@@ -6,7 +6,7 @@ message to Dovecot's own delivery agent (``dovecot-lda``) for each local recipie
 provider's mail server would. Every accepted message is also appended to ROOT/accepted.jsonl
 (its Message-ID and recipients), so a test can count what the server took. ``FAIL_DATA`` in
 ROOT makes the next DATA drop the connection after the message was taken (a send whose answer
-never arrives).
+never arrives). Recipients at ``refused.test`` are refused (550).
 """
 
 from __future__ import annotations
@@ -38,6 +38,13 @@ class _Deliver:
     def __init__(self, root: Path) -> None:
         self.root = root
 
+    async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str,  # noqa: N802
+                          rcpt_options: list[str]) -> str:
+        if address.endswith("@refused.test"):
+            return "550 5.1.1 no such user"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802 - aiosmtpd's hook name
         raw = envelope.original_content or envelope.content
         head = BytesHeaderParser().parsebytes(raw)
@@ -52,7 +59,7 @@ class _Deliver:
         flag = self.root / "FAIL_DATA"
         if flag.exists():
             flag.unlink()
-            session.transport.abort()  # taken, but the client never hears so
+            server.transport.abort()  # taken, but the client never hears so
         return "250 OK queued"
 
 

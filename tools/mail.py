@@ -1,13 +1,15 @@
 """The mail tool: list, read, send, (softly) trash and mark read.
 
-Received mail lives in ``mail_messages`` (trash = ``trashed_at`` set, reversible); sent mail
-is queued in ``mail_outbox`` and listed as the ``sent`` folder. Reading never marks a
-message read: only the explicit ``mark_read`` action does.
+The executors run on a :class:`MailStore`. The built-in one (:data:`TABLE`) keeps received mail
+in ``mail_messages`` (trash = ``trashed_at`` set, reversible) and queues sent mail in
+``mail_outbox``, listed as the ``sent`` folder; an owner's own servers are another store
+(``tools.connectors.imap_mail``). Reading never marks a message read: only the explicit
+``mark_read`` action does.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final, LiteralString
+from typing import Any, Final, LiteralString, Protocol
 
 from policies.errors import NotFound
 from tools._ids import new_id
@@ -30,6 +32,8 @@ from tools.registry import ActionResult, ActionSpec, ExecContext, ResultRow, Too
 
 __all__ = [
     "MAIL",
+    "TABLE",
+    "MailStore",
     "list_mail",
     "mark_read",
     "preview_send",
@@ -44,42 +48,148 @@ _KIND: Final = "mail message"
 _PREVIEW_BODY_CHARS: Final = 300
 
 
+class MailStore(Protocol):
+    """Where an owner's mail is: Tollgate's own tables (:data:`TABLE`), or their IMAP and SMTP
+    servers (``tools.connectors.imap_mail``).
+
+    Listed rows are dicts with ``id``, ``from_addr``, ``to_addrs``, ``subject``, ``at`` and
+    ``is_read``; a read message adds ``folder`` and ``body``; a received one (for trash and
+    mark read) has ``in_trash``.
+    """
+
+    async def listing(self, ctx: ExecContext, args: MailListArgs) -> tuple[list[dict[str, Any]], bool]:
+        """Up to ``args.limit`` messages of the folder, newest first, and whether there are more."""
+        ...
+
+    async def message(self, ctx: ExecContext, message_id: str) -> dict[str, Any]:
+        """One message with its body, received or sent, not marked read; :class:`NotFound` otherwise."""
+        ...
+
+    async def received(self, ctx: ExecContext, ids: list[str], *, lock: bool = False) -> list[dict[str, Any]]:
+        """The owner's received messages for ``ids``, in order; :class:`NotFound` if one is missing."""
+        ...
+
+    async def send(self, ctx: ExecContext, args: MailSendArgs) -> dict[str, Any]:
+        """Send (once per ``ctx.idempotency_key``); the sent row: ``id``, ``to_addrs``, ``subject``, ``body``, ``created_at``."""
+        ...
+
+    async def trash(self, ctx: ExecContext, rows: list[dict[str, Any]]) -> set[str]:
+        """Move ``rows`` to the trash (restorable); the ids that moved."""
+        ...
+
+    async def mark_read(self, ctx: ExecContext, rows: list[dict[str, Any]]) -> set[str]:
+        """Mark ``rows`` read; the ids that were unread."""
+        ...
+
+
+class _Tables:
+    """The owner's mail in ``mail_messages`` and ``mail_outbox`` (the call's connection, scoped to its owner)."""
+
+    async def listing(self, ctx: ExecContext, args: MailListArgs) -> tuple[list[dict[str, Any]], bool]:
+        pattern = f"%{escape_like(args.from_contains)}%" if args.from_contains else None
+        params: list[Any] = [ctx.owner_id]
+        if args.folder == "sent":
+            # Sent mail has no sender to match but the owner, so the filter matches recipients.
+            sql: LiteralString = (
+                "SELECT id, NULL AS from_addr, to_addrs, subject, created_at AS at, true AS is_read"
+                " FROM mail_outbox WHERE owner_id = %s")
+            if pattern:
+                sql += " AND array_to_string(to_addrs, ', ') ILIKE %s ESCAPE '\\'"
+                params.append(pattern)
+            sql += " ORDER BY created_at DESC, id LIMIT %s"
+        else:
+            sql = ("SELECT id, from_addr, to_addrs, subject, received_at AS at, is_read FROM mail_messages"
+                   " WHERE owner_id = %s")
+            sql += " AND trashed_at IS NULL" if args.folder == "inbox" else " AND trashed_at IS NOT NULL"
+            if args.unread_only:
+                sql += " AND NOT is_read"
+            if pattern:
+                sql += " AND from_addr ILIKE %s ESCAPE '\\'"
+                params.append(pattern)
+            sql += " ORDER BY received_at DESC, id LIMIT %s"
+        params.append(args.limit + 1)
+        rows = await fetch_all(ctx, sql, params)
+        return rows[: args.limit], len(rows) > args.limit
+
+    async def message(self, ctx: ExecContext, message_id: str) -> dict[str, Any]:
+        row = await fetch_one(
+            ctx,
+            "SELECT id, from_addr, to_addrs, subject, body, received_at AS at, is_read,"
+            " CASE WHEN trashed_at IS NULL THEN 'inbox' ELSE 'trash' END AS folder"
+            " FROM mail_messages WHERE owner_id = %s AND id = %s",
+            (ctx.owner_id, message_id),
+        )
+        if row is None:
+            row = await fetch_one(
+                ctx,
+                "SELECT id, 'you' AS from_addr, to_addrs, subject, body, created_at AS at, true AS is_read,"
+                " 'sent' AS folder FROM mail_outbox WHERE owner_id = %s AND id = %s",
+                (ctx.owner_id, message_id),
+            )
+        if row is None:
+            raise NotFound(_KIND, message_id)
+        return row
+
+    async def received(self, ctx: ExecContext, ids: list[str], *, lock: bool = False) -> list[dict[str, Any]]:
+        sql: LiteralString = (
+            "SELECT id, from_addr, subject, received_at AS at, is_read, trashed_at IS NOT NULL AS in_trash"
+            " FROM mail_messages WHERE owner_id = %s AND id = ANY(%s)"
+        )
+        rows = await fetch_all(ctx, sql + (" ORDER BY id FOR UPDATE" if lock else ""), (ctx.owner_id, ids))
+        by_id = {r["id"]: r for r in rows}
+        for message_id in ids:
+            if message_id not in by_id:
+                raise NotFound(_KIND, message_id)
+        return [by_id[i] for i in ids]
+
+    async def send(self, ctx: ExecContext, args: MailSendArgs) -> dict[str, Any]:
+        row = await fetch_one(
+            ctx,
+            "INSERT INTO mail_outbox (id, owner_id, to_addrs, subject, body, created_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s) RETURNING id, to_addrs, subject, body, created_at",
+            (new_id("out"), ctx.owner_id, list(args.to), args.subject, args.body, ctx.now),
+        )
+        assert row is not None  # INSERT ... RETURNING always yields the row
+        return row
+
+    async def trash(self, ctx: ExecContext, rows: list[dict[str, Any]]) -> set[str]:
+        changed = await fetch_all(
+            ctx,
+            "UPDATE mail_messages SET trashed_at = %s WHERE owner_id = %s AND id = ANY(%s) AND trashed_at IS NULL"
+            " RETURNING id",
+            (ctx.now, ctx.owner_id, [r["id"] for r in rows]),
+        )
+        return {r["id"] for r in changed}
+
+    async def mark_read(self, ctx: ExecContext, rows: list[dict[str, Any]]) -> set[str]:
+        changed = await fetch_all(
+            ctx,
+            "UPDATE mail_messages SET is_read = true WHERE owner_id = %s AND id = ANY(%s) AND NOT is_read RETURNING id",
+            (ctx.owner_id, [r["id"] for r in rows]),
+        )
+        return {r["id"] for r in changed}
+
+
+TABLE: Final[MailStore] = _Tables()
+"""The built-in store: Tollgate's own mail tables."""
+
+
 def _inbox_label(row: dict[str, Any], tz: str) -> str:
     unread = ", unread" if not row["is_read"] else ""
-    return f"{clip(row['from_addr'], 60)} — {quoted(row['subject'])} ({fmt_when(row['received_at'], tz)}{unread})"
+    return f"{clip(row['from_addr'], 60)} — {quoted(row['subject'])} ({fmt_when(row['at'], tz)}{unread})"
 
 
 def _sent_label(row: dict[str, Any], tz: str) -> str:
     to = clip(", ".join(row["to_addrs"]), 60)
-    return f"To {to} — {quoted(row['subject'])} ({fmt_when(row['created_at'], tz)})"
+    return f"To {to} — {quoted(row['subject'])} ({fmt_when(row['at'], tz)})"
 
 
-async def list_mail(ctx: ExecContext, args: MailListArgs) -> ActionResult:
+async def list_mail(ctx: ExecContext, args: MailListArgs, store: MailStore = TABLE) -> ActionResult:
     """Messages of a folder, newest first, optionally unread only or from a matching sender."""
-    pattern = f"%{escape_like(args.from_contains)}%" if args.from_contains else None
-    params: list[Any] = [ctx.owner_id]
-    if args.folder == "sent":
-        # Sent mail has no sender to match but the owner, so the filter matches recipients.
-        sql: LiteralString = "SELECT id, to_addrs, subject, created_at FROM mail_outbox WHERE owner_id = %s"
-        if pattern:
-            sql += " AND array_to_string(to_addrs, ', ') ILIKE %s ESCAPE '\\'"
-            params.append(pattern)
-        sql += " ORDER BY created_at DESC, id LIMIT %s"
-    else:
-        sql = "SELECT id, from_addr, subject, received_at, is_read FROM mail_messages WHERE owner_id = %s"
-        sql += " AND trashed_at IS NULL" if args.folder == "inbox" else " AND trashed_at IS NOT NULL"
-        if args.unread_only:
-            sql += " AND NOT is_read"
-        if pattern:
-            sql += " AND from_addr ILIKE %s ESCAPE '\\'"
-            params.append(pattern)
-        sql += " ORDER BY received_at DESC, id LIMIT %s"
-    params.append(args.limit + 1)
-    rows = await fetch_all(ctx, sql, params)
-    shown = rows[: args.limit]
+    shown, more = await store.listing(ctx, args)
     label = _sent_label if args.folder == "sent" else _inbox_label
     result_rows: list[ResultRow] = [{"id": r["id"], "label": label(r, ctx.timezone)} for r in shown]
-    return list_result(_TOOL, "list", "mail", result_rows, _list_summary(args, len(shown), len(rows) > args.limit))
+    return list_result(_TOOL, "list", "mail", result_rows, _list_summary(args, len(shown), more))
 
 
 def _list_summary(args: MailListArgs, count: int, more: bool) -> str:
@@ -96,37 +206,21 @@ def _list_summary(args: MailListArgs, count: int, more: bool) -> str:
     return f"You have {plural(count, unread + 'message')} {where}{match}."
 
 
-async def read_mail(ctx: ExecContext, args: MailReadArgs) -> ActionResult:
+async def read_mail(ctx: ExecContext, args: MailReadArgs, store: MailStore = TABLE) -> ActionResult:
     """One message with its body (received or sent); it is not marked read."""
-    row = await fetch_one(
-        ctx,
-        "SELECT id, from_addr, to_addrs, subject, body, received_at, is_read, trashed_at"
-        " FROM mail_messages WHERE owner_id = %s AND id = %s",
-        (ctx.owner_id, args.message_id),
-    )
-    if row is not None:
-        folder = "trash" if row["trashed_at"] is not None else "inbox"
-        sender, at = row["from_addr"], row["received_at"]
-    else:
-        row = await fetch_one(
-            ctx,
-            "SELECT id, to_addrs, subject, body, created_at FROM mail_outbox WHERE owner_id = %s AND id = %s",
-            (ctx.owner_id, args.message_id),
-        )
-        if row is None:
-            raise NotFound(_KIND, args.message_id)
-        folder, sender, at = "sent", "you", row["created_at"]
+    row = await store.message(ctx, args.message_id)
+    sender, at = row["from_addr"], row["at"]
     when = fmt_when(at, ctx.timezone)
     item = {
         "id": row["id"],
-        "folder": folder,
+        "folder": row["folder"],
         "from": sender,
         "to": list(row["to_addrs"]),
         "subject": row["subject"],
         "body": row["body"],
         "date": at,
         "when": when,
-        "is_read": row.get("is_read", True),
+        "is_read": row["is_read"],
     }
     summary = f"Message from {clip(sender, 60)}: {quoted(row['subject'])} ({when})."
     return item_result(_TOOL, "read", item, summary)
@@ -140,37 +234,17 @@ def _render_read(result: ActionResult) -> str:
     )
 
 
-async def preview_send(ctx: ExecContext, args: MailSendArgs) -> str:
+async def preview_send(ctx: ExecContext, args: MailSendArgs, store: MailStore = TABLE) -> str:
     """Recipients, subject and the first few hundred characters of the body."""
     body = args.body if len(args.body) <= _PREVIEW_BODY_CHARS else args.body[:_PREVIEW_BODY_CHARS].rstrip() + "…"
     return f"Send mail to {', '.join(args.to)}\nSubject: {quoted(args.subject, 200)}\n\n{body}"
 
 
-async def send_mail(ctx: ExecContext, args: MailSendArgs) -> ActionResult:
-    """Queue the message in the outbox (it then shows in the sent folder)."""
-    row = await fetch_one(
-        ctx,
-        "INSERT INTO mail_outbox (id, owner_id, to_addrs, subject, body, created_at)"
-        " VALUES (%s, %s, %s, %s, %s, %s) RETURNING id, to_addrs, subject, body, created_at",
-        (new_id("out"), ctx.owner_id, list(args.to), args.subject, args.body, ctx.now),
-    )
-    assert row is not None  # INSERT ... RETURNING always yields the row
+async def send_mail(ctx: ExecContext, args: MailSendArgs, store: MailStore = TABLE) -> ActionResult:
+    """Send the message (the built-in store queues it in the outbox; it then shows in the sent folder)."""
+    row = await store.send(ctx, args)
     summary = f"Sent {quoted(args.subject)} to {', '.join(args.to)}."
     return write_result(_TOOL, "send", row, 1, summary)
-
-
-async def _messages(ctx: ExecContext, ids: list[str], *, lock: bool = False) -> list[dict[str, Any]]:
-    """The owner's messages for ``ids`` in the given order; NotFound if any one is missing."""
-    sql: LiteralString = (
-        "SELECT id, from_addr, subject, received_at, is_read, trashed_at"
-        " FROM mail_messages WHERE owner_id = %s AND id = ANY(%s)"
-    )
-    rows = await fetch_all(ctx, sql + (" ORDER BY id FOR UPDATE" if lock else ""), (ctx.owner_id, ids))
-    by_id = {r["id"]: r for r in rows}
-    for message_id in ids:
-        if message_id not in by_id:
-            raise NotFound(_KIND, message_id)
-    return [by_id[i] for i in ids]
 
 
 def _titles(rows: list[dict[str, Any]]) -> str:
@@ -186,27 +260,24 @@ def _bulk_item(rows: list[dict[str, Any]], changed: set[str]) -> dict[str, Any]:
     }
 
 
-async def preview_trash(ctx: ExecContext, args: MailTrashArgs) -> str:
+async def preview_trash(ctx: ExecContext, args: MailTrashArgs, store: MailStore = TABLE) -> str:
     """``Move 2 messages to the trash:`` and one line per message."""
-    rows = await _messages(ctx, list(dict.fromkeys(args.message_ids)))
+    rows = await store.received(ctx, list(dict.fromkeys(args.message_ids)))
     lines = [
-        f"- {quoted(r['subject'])} from {clip(r['from_addr'], 60)} ({fmt_when(r['received_at'], ctx.timezone)})"
-        + (" — already in the trash" if r["trashed_at"] is not None else "")
+        f"- {quoted(r['subject'])} from {clip(r['from_addr'], 60)} ({fmt_when(r['at'], ctx.timezone)})"
+        + (" — already in the trash" if r["in_trash"] else "")
         for r in rows
     ]
     return f"Move {plural(len(rows), 'message')} to the trash:\n" + "\n".join(lines)
 
 
-async def _bulk_write(
-    ctx: ExecContext, rows: list[dict[str, Any]], sql: str, params: tuple[Any, ...], *,
-    action: str, done: str, state: str, others: str,
-) -> ActionResult:
-    """Run a bulk ``UPDATE ... RETURNING id`` over ``rows``; say what changed and what already was.
+def _bulk_result(rows: list[dict[str, Any]], changed: set[str], *, action: str, done: str, state: str,
+                 others: str) -> ActionResult:
+    """Say what a bulk write over ``rows`` changed and what already was.
 
     ``state`` names the state when nothing changed ("already in the trash"), ``others`` the
     rest when some did ("1 was already there").
     """
-    changed = {r["id"] for r in await fetch_all(ctx, sql, params)}
     hit = [r for r in rows if r["id"] in changed]
     already = len(rows) - len(hit)
     if not hit:
@@ -218,27 +289,18 @@ async def _bulk_write(
     return write_result(_TOOL, action, _bulk_item(rows, changed), len(hit), summary)
 
 
-async def trash_mail(ctx: ExecContext, args: MailTrashArgs) -> ActionResult:
-    """Soft-trash: set ``trashed_at``; messages already in the trash are left as they are."""
-    rows = await _messages(ctx, list(dict.fromkeys(args.message_ids)), lock=True)
-    return await _bulk_write(
-        ctx, rows,
-        "UPDATE mail_messages SET trashed_at = %s WHERE owner_id = %s AND id = ANY(%s) AND trashed_at IS NULL"
-        " RETURNING id",
-        (ctx.now, ctx.owner_id, [r["id"] for r in rows]),
-        action="trash", done="Moved {n} to the trash", state="in the trash", others="there",
-    )
+async def trash_mail(ctx: ExecContext, args: MailTrashArgs, store: MailStore = TABLE) -> ActionResult:
+    """Soft-trash: messages move to the trash (restorable); those already there are left as they are."""
+    rows = await store.received(ctx, list(dict.fromkeys(args.message_ids)), lock=True)
+    return _bulk_result(rows, await store.trash(ctx, rows), action="trash", done="Moved {n} to the trash",
+                        state="in the trash", others="there")
 
 
-async def mark_read(ctx: ExecContext, args: MailMarkReadArgs) -> ActionResult:
+async def mark_read(ctx: ExecContext, args: MailMarkReadArgs, store: MailStore = TABLE) -> ActionResult:
     """Mark messages read; ones already read are left as they are."""
-    rows = await _messages(ctx, list(dict.fromkeys(args.message_ids)), lock=True)
-    return await _bulk_write(
-        ctx, rows,
-        "UPDATE mail_messages SET is_read = true WHERE owner_id = %s AND id = ANY(%s) AND NOT is_read RETURNING id",
-        (ctx.owner_id, [r["id"] for r in rows]),
-        action="mark_read", done="Marked {n} as read", state="read", others="read",
-    )
+    rows = await store.received(ctx, list(dict.fromkeys(args.message_ids)), lock=True)
+    return _bulk_result(rows, await store.mark_read(ctx, rows), action="mark_read", done="Marked {n} as read",
+                        state="read", others="read")
 
 
 _MESSAGE_IDS = {"message_ids": "mail"}

@@ -286,12 +286,20 @@ class ActionSpec:
     third_party_fields: tuple[str, ...] = ()
     """Fields of its result's item that hold someone else's text when set (an event's
     description, written by whoever sent the invitation)."""
+    remote_for: Callable[[str], bool] | None = None
+    """For a tool whose store is chosen per owner (Tollgate's tables, or the owner's own server):
+    whether this owner's write leaves Tollgate. It then runs as a remote write for that owner
+    (intent first, ``reconcile`` after a crash); ``remote`` means every owner."""
     reconcile: Reconciler | None = None
     """For a remote write: after a crash between the remote call and its record, says whether it
     happened. Without it such a write ends ``unknown`` and the owner is told so."""
     destructive_name_acknowledged: bool = False
     """Set when a name that reads as a hard delete (``delete_email``) really declares a milder
     effect (it moves mail to the trash); without it such an action refuses to register."""
+
+    def leaves_tollgate(self, owner_id: str) -> bool:
+        """Whether ``owner_id``'s write of this action is remote (``remote``, or ``remote_for`` says so)."""
+        return self.remote or (self.remote_for is not None and self.remote_for(owner_id))
 
     @property
     def writes(self) -> bool:

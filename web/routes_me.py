@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import APIRouter
 
 from graph.credentials import CredentialStore, credentials_cipher
 from graph.profiles import Profile, get_profile, resolve, update_profile
 from policies.errors import InvalidArgs, NotFound
-from tools.connectors.accounts import connect_caldav, connected_caldav, disconnect_caldav
-from tools.connectors.caldav import AccountRefused
+from tools.connectors.accounts import ConnectedAccount, connect_caldav, connect_imap, connected, disconnect
+from tools.connectors.errors import AccountRefused
 from web.deps import PrincipalDep
 from web.errors import documented
-from web.schemas import AccountOut, AccountsOut, CalDavAccountIn, MeOut, MePatch, ProfileOut
+from web.schemas import AccountOut, AccountsOut, CalDavAccountIn, ImapAccountIn, MeOut, MePatch, ProfileOut
 
 __all__ = ["router"]
 
@@ -57,14 +59,22 @@ def _store(principal: PrincipalDep) -> CredentialStore:
     return svc.credentials or CredentialStore(svc.db.pool, credentials_cipher(svc.settings, svc.key()))
 
 
-@router.get("/accounts", summary="My connected accounts", responses=documented(401, 403, 429, 503))
+def _account(found: ConnectedAccount) -> AccountOut:
+    if found.kind == "imap":
+        return AccountOut(kind="imap", url=found.url, username=found.username, smtp_url=found.smtp_url,
+                          address=found.address)
+    return AccountOut(kind="caldav", url=found.url, username=found.username)
+
+
+@router.get("/accounts", summary="My connected accounts", responses=documented(401, 403, 429, 503),
+            response_model_exclude_none=True)
 async def read_accounts(principal: PrincipalDep) -> AccountsOut:
-    """The accounts the caller connected (their address and login name; never a password)."""
-    found = await connected_caldav(_store(principal), principal.owner_id)
-    return AccountsOut(accounts=[AccountOut(kind="caldav", url=found.url, username=found.username)] if found else [])
+    """The accounts the caller connected (their addresses and login name; never a password)."""
+    return AccountsOut(accounts=[_account(a) for a in await connected(_store(principal), principal.owner_id)])
 
 
 @router.put("/accounts/caldav", summary="Connect my CalDAV calendar", responses=documented(401, 403, 422, 429, 503),
+            response_model_exclude_none=True,
             # Valid data may still be refused: the login is tried on the owner's server (tests/test_schemathesis.py).
             openapi_extra={"x-tollgate-checked-elsewhere": True})
 async def put_caldav(body: CalDavAccountIn, principal: PrincipalDep) -> AccountOut:
@@ -80,11 +90,32 @@ async def put_caldav(body: CalDavAccountIn, principal: PrincipalDep) -> AccountO
                                     plaintext_hosts=frozenset(svc.settings.connector_plaintext_hosts))
     except (AccountRefused, NotFound) as exc:
         raise InvalidArgs("account", [exc.message]) from None
-    return AccountOut(kind="caldav", url=done.url, username=done.username)
+    return _account(done)
 
 
-@router.delete("/accounts/caldav", status_code=204, summary="Disconnect my CalDAV calendar",
-               responses=documented(401, 403, 429, 503))
-async def delete_caldav(principal: PrincipalDep) -> None:
-    """Forget the caller's CalDAV account (nothing on their server changes)."""
-    await disconnect_caldav(_store(principal), principal.owner_id)
+@router.put("/accounts/imap", summary="Connect my mailbox (IMAP and SMTP)",
+            responses=documented(401, 403, 422, 429, 503), response_model_exclude_none=True,
+            # Valid data may still be refused: the login is tried on the owner's servers (tests/test_schemathesis.py).
+            openapi_extra={"x-tollgate-checked-elsewhere": True})
+async def put_imap(body: ImapAccountIn, principal: PrincipalDep) -> AccountOut:
+    """Log in to the IMAP and SMTP servers and, only if both work, store the account (encrypted).
+
+    A refused login, a server that cannot be reached, or plain text to a host the operator did
+    not allow is refused (422, or 503 for a server away) and stores nothing; the answer never
+    holds the password.
+    """
+    svc = principal.app.services
+    try:
+        done = await connect_imap(_store(principal), svc.http(), principal.owner_id, imap_url=body.imap_url,
+                                  smtp_url=body.smtp_url, username=body.username, password=body.password,
+                                  address=body.address, plaintext_hosts=frozenset(svc.settings.connector_plaintext_hosts))
+    except AccountRefused as exc:
+        raise InvalidArgs("account", [exc.message]) from None
+    return _account(done)
+
+
+@router.delete("/accounts/{kind}", status_code=204, summary="Disconnect my calendar or mailbox",
+               responses=documented(401, 403, 422, 429, 503))
+async def delete_account(kind: Literal["caldav", "imap"], principal: PrincipalDep) -> None:
+    """Forget the caller's ``caldav`` or ``imap`` account (nothing on their servers changes)."""
+    await disconnect(_store(principal), principal.owner_id, kind)

@@ -480,12 +480,29 @@ class CalDavAccountIn(_Wire):
     password: str = Field(min_length=1, max_length=500, description="Stored encrypted; never returned.")
 
 
+class ImapAccountIn(_Wire):
+    """Body of ``PUT /v1/me/accounts/imap``: the mailbox, the outgoing server, the login and the owner's address."""
+
+    imap_url: str = Field(max_length=500, pattern=r"^imaps?://[^\s/]+/?$",
+                          description="``imaps://host[:port]`` (or ``imap://`` for a host the operator allows plain text).")
+    smtp_url: str = Field(max_length=500, pattern=r"^(smtps|smtp\+starttls|smtp)://[^\s/]+/?$",
+                          description="``smtps://host[:465]``, ``smtp+starttls://host[:587]`` (or ``smtp://`` where allowed).")
+    username: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
+    password: str = Field(min_length=1, max_length=500, description="Stored encrypted; never returned.")
+    address: str = Field(max_length=320, pattern=r"^[^\s@<>]+@[^\s@<>]+$", description="The From of what is sent.")
+
+
 class AccountOut(BaseModel):
     """A connected account, without its password."""
 
-    kind: Literal["caldav"]
+    kind: Literal["caldav", "imap"]
     url: str
+    """The calendar's address, or the IMAP server's."""
     username: str
+    smtp_url: str | None = None
+    """For ``imap``: the outgoing server."""
+    address: str | None = None
+    """For ``imap``: the owner's address."""
 
 
 class AccountsOut(BaseModel):

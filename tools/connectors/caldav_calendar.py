@@ -17,8 +17,7 @@ built-in's: a retry of the same write finds what the first attempt did.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import replace
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -27,9 +26,10 @@ from tools import calendar as builtin
 from tools.calendar import CALENDAR, TABLE, EventStore
 from tools.connectors.caldav import CalDavAccount, CalDavCalendar, RemoteEvent, StaleEvent
 from tools._render import zone
-from tools.registry import ActionSpec, ExecContext, ToolSpec
+from tools.connectors.backends import backend_of, backends_chosen, on_stores
+from tools.registry import ExecContext, ToolSpec
 
-__all__ = ["ACCOUNT_NAMES", "AccountMissing", "CalDavEvents", "backend_of", "calendar_for"]
+__all__ = ["ACCOUNT_NAMES", "AccountMissing", "CalDavEvents", "calendar_for"]
 
 ACCOUNT_NAMES: Final = ("caldav_url", "caldav_username", "caldav_password")
 """The calendar tool's credentials (``tollgate account add``) that make an owner's CalDAV account."""
@@ -105,22 +105,15 @@ class CalDavEvents:
         return _row(await self.calendar.cancel(row["remote"], now=ctx.now))
 
 
-def backend_of(settings: Mapping[str, Any], owner_id: str) -> str:
-    """``caldav`` or ``builtin``: the owner's own setting, else the deployment's."""
-    owners = settings.get("calendar_backend_owners") or {}
-    return str(owners.get(owner_id) or settings.get("calendar_backend") or "builtin")
-
-
 def calendar_for(settings: Mapping[str, Any] | None) -> ToolSpec:
     """The calendar tool for ``settings``: the built-in one unless some owner is on CalDAV."""
     values = settings or {}
-    chosen = {values.get("calendar_backend") or "builtin", *(values.get("calendar_backend_owners") or {}).values()}
-    if chosen == {"builtin"}:
+    if backends_chosen(values, "calendar") == {"builtin"}:
         return CALENDAR
     plaintext = frozenset(str(h) for h in values.get("connector_plaintext_hosts") or ())
 
     async def store_for(ctx: ExecContext) -> EventStore:
-        if backend_of(values, ctx.owner_id) != "caldav":
+        if backend_of(values, "calendar", ctx.owner_id) != "caldav":
             return TABLE
         if ctx.credentials is None or ctx.http is None:
             raise AccountMissing()
@@ -130,18 +123,7 @@ def calendar_for(settings: Mapping[str, Any] | None) -> ToolSpec:
         account = CalDavAccount(url, username, password, plaintext)
         return CalDavEvents(CalDavCalendar(ctx.http, account, zone(ctx.timezone)))
 
-    def on_store(run: Callable[..., Awaitable[Any]]) -> Callable[[ExecContext, Any], Awaitable[Any]]:
-        async def call(ctx: ExecContext, args: Any) -> Any:
-            return await run(ctx, args, await store_for(ctx))
-        return call
-
-    executors = {"list": builtin.list_events, "get": builtin.get_event, "create": builtin.create_event,
-                 "update": builtin.update_event, "cancel_event": builtin.cancel_event}
+    runs = {"list": builtin.list_events, "get": builtin.get_event, "create": builtin.create_event,
+            "update": builtin.update_event, "cancel_event": builtin.cancel_event}
     previews = {"create": builtin.preview_create, "update": builtin.preview_update, "cancel_event": builtin.preview_cancel}
-
-    def action(spec: ActionSpec) -> ActionSpec:
-        preview = previews.get(spec.name)
-        return replace(spec, executor=on_store(executors[spec.name]),
-                       preview=on_store(preview) if preview is not None else spec.preview)
-
-    return replace(CALENDAR, actions=tuple(action(a) for a in CALENDAR.actions))
+    return on_stores(CALENDAR, store_for, runs, previews)

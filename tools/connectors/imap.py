@@ -332,6 +332,19 @@ class _Session:
             await self.client.uid("expunge", ",".join(map(str, uids)))
 
 
+async def _close(client: aioimaplib.IMAP4) -> None:
+    """Log out if the session got that far, and close the connection whatever happened."""
+    try:
+        if client.protocol is not None and client.get_state() in ("AUTH", "SELECTED"):
+            await asyncio.wait_for(client.logout(), 5)
+    except (aioimaplib.Abort, aioimaplib.CommandTimeout, OSError, TimeoutError):
+        pass
+    finally:
+        transport = getattr(client.protocol, "transport", None)
+        if transport is not None:
+            transport.close()
+
+
 def _parse_id(message_id: str) -> tuple[Folder, int, int]:
     found = _ID.fullmatch(message_id)
     if found is None:
@@ -374,18 +387,14 @@ class ImapMailbox:
             async with asyncio.timeout(self._timeout * 3):
                 client = aioimaplib.IMAP4(host=self._imap.host, port=self._imap.port, loop=loop,  # type: ignore[arg-type]
                                           timeout=self._timeout, ssl_context=context)
-                await client.wait_hello_from_server()
-                if not _ok(await client.login(self.account.username, self.account.password)):
-                    raise AccountRefused(_SERVER)
-                listed = await client.list('""', '"*"')
-                session = _Session(client, _folders(listed.lines if _ok(listed) else []))
                 try:
-                    yield session
+                    await client.wait_hello_from_server()
+                    if not _ok(await client.login(self.account.username, self.account.password)):
+                        raise AccountRefused(_SERVER)
+                    listed = await client.list('""', '"*"')
+                    yield _Session(client, _folders(listed.lines if _ok(listed) else []))
                 finally:
-                    try:
-                        await client.logout()
-                    except (aioimaplib.Abort, aioimaplib.CommandTimeout, OSError, TimeoutError):
-                        pass
+                    await _close(client)
         except (OSError, TimeoutError, ssl.SSLError, aioimaplib.Abort, aioimaplib.CommandTimeout,
                 asyncio.IncompleteReadError):
             raise ServerAway(_SERVER) from None

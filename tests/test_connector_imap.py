@@ -1,0 +1,218 @@
+"""The IMAP and SMTP connector against a real Dovecot and a real SMTP server (tests/mail_server.py)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from graph._env import child_environment
+from graph.credentials import CredentialStore, credentials_cipher
+from graph.db import Database
+from graph.egress_transport import EgressClient
+from graph.perimeter import egress_client
+from graph.settings import Settings
+from policies.egress import EgressPolicy
+from policies.errors import EgressDenied, NotFound
+from tests.conftest import NOW
+from tests.harness import Clock
+from tests.mail_server import MailServers, mail_servers
+from tests.server_harness import LiveServer, issue_token, serve
+from tools.connectors.errors import AccountRefused, ServerAway
+from tools.connectors.imap import ImapMailbox, MailAccount, SendRefused
+
+_USERS = {"alice": "alice-imap-1", "bob": "bob-imap-2"}
+_TOLLGATE = str(Path(__file__).resolve().parent.parent / ".venv" / "bin" / "tollgate")
+_LOOPBACK = frozenset({"127.0.0.1"})
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[MailServers]:
+    with mail_servers(_USERS) as running:
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def _clean(servers: MailServers) -> None:
+    for user in _USERS:
+        servers.empty(user)
+
+
+def _http(settings: Settings) -> EgressClient:
+    return egress_client(settings.model_copy(update={"egress_allow_networks": ["127.0.0.0/8"]}))
+
+
+def _box(settings: Settings, servers: MailServers, user: str = "alice", *, password: str | None = None,
+         imap_url: str | None = None, plaintext: frozenset[str] = _LOOPBACK) -> ImapMailbox:
+    account = MailAccount(imap_url or servers.imap_url, servers.smtp_url, user,
+                          _USERS[user] if password is None else password, servers.address(user), plaintext)
+    return ImapMailbox(_http(settings), account)
+
+
+def _letter(subject: str, body: str = "Hello.", sender: str = "sam@elsewhere.test", headers: str = "") -> bytes:
+    return (f"From: {sender}\r\nTo: alice@example.test\r\nSubject: {subject}\r\n{headers}\r\n{body}\r\n").encode()
+
+
+async def test_list_filters_read_mark_read_and_trash_without_deleting(settings: Settings, servers: MailServers) -> None:
+    servers.deliver("alice", _letter("From the bank", sender="Bank <alerts@bank.example>"))
+    servers.deliver("alice", _letter("Lunch?"))
+    box = _box(settings, servers)
+    listed, more = await box.list("inbox")
+    assert [m.subject for m in listed] == ["Lunch?", "From the bank"] and not more  # newest first
+    assert [m.subject for m in (await box.list("inbox", contains="bank"))[0]] == ["From the bank"]
+    assert [m.subject for m in (await box.list("inbox", limit=1))[0]] == ["Lunch?"] and (await box.list("inbox", limit=1))[1]
+    opened = await box.read(listed[0].id)
+    assert opened.body.strip() == "Hello." and not opened.is_read
+    assert not (await box.messages([listed[0].id]))[0].is_read  # reading did not mark it read
+    assert await box.mark_read(listed) == {m.id for m in listed}
+    assert (await box.list("inbox", unread_only=True))[0] == []
+    assert await box.trash(listed[:1]) == {listed[0].id}
+    assert await box.trash(listed[:1]) == set()  # no longer where it was listed: left alone
+    assert [m.subject for m in (await box.list("trash"))[0]] == ["Lunch?"]  # moved, kept
+    with pytest.raises(NotFound):
+        await box.read(listed[0].id)  # its inbox id names nothing now
+
+
+async def test_a_retried_send_finds_its_message_in_sent_instead_of_sending_again(
+    settings: Settings, servers: MailServers
+) -> None:
+    box = _box(settings, servers)
+    before = len(servers.accepted())
+    first = await box.send("apv_" + "1" * 32, to=[servers.address("bob")], subject="Hi", body="Once.", now=NOW)
+    again = await box.send("apv_" + "1" * 32, to=[servers.address("bob")], subject="Hi", body="Once.", now=NOW)
+    assert first == again and first.folder == "sent"
+    assert len(servers.accepted()) == before + 1
+    assert [m.subject for m in (await _box(settings, servers, "bob").list("inbox"))[0]] == ["Hi"]
+    assert (await box.list("drafts"))[0] == []
+    assert (await box.sent_state("apv_" + "1" * 32))[0] == "sent"
+    assert (await box.sent_state("apv_" + "2" * 32))[0] == "not_sent"
+
+
+async def test_a_refused_recipient_sends_nothing_and_leaves_no_draft(settings: Settings, servers: MailServers) -> None:
+    box = _box(settings, servers)
+    before = len(servers.accepted())
+    with pytest.raises(SendRefused) as refused:
+        await box.send("apv_" + "3" * 32, to=["nobody@refused.test"], subject="Hi", body="No.", now=NOW)
+    assert "nothing was sent" in refused.value.message
+    assert len(servers.accepted()) == before and (await box.list("drafts"))[0] == []
+    assert (await box.sent_state("apv_" + "3" * 32))[0] == "not_sent"
+
+
+async def test_a_wrong_password_is_a_clear_refusal_that_names_no_secret(settings: Settings, servers: MailServers) -> None:
+    with pytest.raises(AccountRefused) as refused:
+        await _box(settings, servers, password="hunter2-wrong").check()
+    assert refused.value.message == "the mail server refused the username or password"
+    assert "hunter2" not in repr(refused.value) and "127.0.0.1" not in refused.value.message
+    assert "hunter2" not in repr(_box(settings, servers, password="hunter2-wrong").account)
+
+
+def test_plain_text_and_other_hosts_are_refused(settings: Settings, servers: MailServers) -> None:
+    with pytest.raises(EgressDenied, match="plaintext_refused"):
+        _box(settings, servers, plaintext=frozenset())
+    with pytest.raises(EgressDenied, match="bad_url"):
+        _box(settings, servers, imap_url="https://127.0.0.1:993")
+    with pytest.raises(EgressDenied, match="bad_url"):
+        _box(settings, servers, imap_url="imaps://alice:pw@127.0.0.1")
+
+
+async def test_connections_go_to_the_address_the_egress_gate_checked(settings: Settings, servers: MailServers) -> None:
+    """A name is resolved once by the gate's resolver; an address it must not reach is refused before connecting."""
+    looked_up: list[str] = []
+
+    async def resolver(host: str, port: int) -> list[str]:
+        looked_up.append(host)
+        return ["127.0.0.1"] if host == "mail.example.com" else ["169.254.169.254"]
+
+    def box(host: str) -> ImapMailbox:
+        http = EgressClient(EgressPolicy.build(allow_networks=["127.0.0.0/8"]), resolver=resolver)
+        account = MailAccount(f"imap://{host}:{servers.imap_port}", f"smtp://{host}:{servers.smtp_port}", "alice",
+                              _USERS["alice"], servers.address("alice"), frozenset({host}))
+        return ImapMailbox(http, account)
+
+    await box("mail.example.com").check()
+    assert set(looked_up) == {"mail.example.com"}
+    with pytest.raises(EgressDenied, match="metadata"):
+        await box("rebind.example.com").check()
+
+
+async def test_a_server_that_goes_away_is_transient_and_comes_back(settings: Settings, servers: MailServers) -> None:
+    servers.deliver("alice", _letter("Still here"))
+    box = _box(settings, servers)
+    servers.stop_imap()
+    try:
+        with pytest.raises(ServerAway) as away:
+            await box.list("inbox")
+        assert away.value.code == "transient" and "could not be reached" in away.value.message
+    finally:
+        servers.start_imap()
+    assert [m.subject for m in (await box.list("inbox"))[0]] == ["Still here"]
+
+
+async def test_hostile_messages_are_read_as_text(settings: Settings, servers: MailServers) -> None:
+    servers.deliver("alice", _letter("=?utf-8?q?Caf=C3=A9_=00menu?=", body="<p>Soup <b>today</b></p><script>x()</script>",
+                                     headers="Content-Type: text/html; charset=utf-8\r\n"))
+    box = _box(settings, servers)
+    listed, _ = await box.list("inbox")
+    assert listed[0].subject == "Café menu"  # decoded, the NUL dropped
+    body = (await box.read(listed[0].id)).body
+    assert "Soup" in body and "today" in body and "<" not in body and "x()" not in body
+    assert (await box.list("inbox", contains="elsewhère"))[0] == []  # outside ASCII: matched here, not sent raw
+
+
+@pytest.fixture(scope="module")
+def api_server(settings: Settings) -> Iterator[LiveServer]:
+    allowing = settings.model_copy(update={"egress_allow_networks": ["127.0.0.0/8"],
+                                           "connector_plaintext_hosts": ["127.0.0.1"]})
+    with serve(allowing, clock=Clock(NOW)) as live:
+        yield live
+
+
+async def _names(settings: Settings, db: Database, owner: str) -> list[tuple[str, str]]:
+    return sorted(await CredentialStore(db.pool, credentials_cipher(settings, settings.approval_key())).names(owner))
+
+
+async def test_the_owner_connects_a_mailbox_over_the_api_only_with_a_login_that_works(
+    api_server: LiveServer, servers: MailServers, settings: Settings, db: Database, owner: str
+) -> None:
+    auth = {"Authorization": f"Bearer {await issue_token(db, owner, label='t')}"}
+    body = {"imap_url": servers.imap_url, "smtp_url": servers.smtp_url, "username": "alice",
+            "address": servers.address("alice")}
+    async with httpx.AsyncClient(base_url=api_server.url, timeout=30) as client:
+        refused = await client.put("/v1/me/accounts/imap", headers=auth, json=body | {"password": "not-it"})
+        assert refused.status_code == 422, refused.text
+        assert "refused the username or password" in refused.text and "not-it" not in refused.text
+        assert await _names(settings, db, owner) == []
+        done = await client.put("/v1/me/accounts/imap", headers=auth, json=body | {"password": _USERS["alice"]})
+        assert done.status_code == 200, done.text
+        assert done.json() == {"kind": "imap", "url": servers.imap_url, "username": "alice",
+                               "smtp_url": servers.smtp_url, "address": servers.address("alice")}
+        assert _USERS["alice"] not in done.text
+        assert (await client.get("/v1/me/accounts", headers=auth)).json()["accounts"] == [done.json()]
+        assert (await client.delete("/v1/me/accounts/imap", headers=auth)).status_code == 204
+        assert (await client.get("/v1/me/accounts", headers=auth)).json() == {"accounts": []}
+    assert await _names(settings, db, owner) == []
+
+
+async def test_the_command_line_connects_and_removes_a_mailbox(
+    settings: Settings, servers: MailServers, db: Database, owner: str, tmp_path: Path
+) -> None:
+    env = child_environment(settings, TOLLGATE_CONNECTOR_PLAINTEXT_HOSTS='["127.0.0.1"]',
+                            TOLLGATE_EGRESS_ALLOW_NETWORKS='["127.0.0.0/8"]')
+    argv = [_TOLLGATE, "account", "add", "--kind", "imap", "--owner", owner, "--url", servers.imap_url,
+            "--smtp-url", servers.smtp_url, "--username", "alice", "--address", servers.address("alice")]
+    wrong = subprocess.run(argv, input="not-it\n", env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert wrong.returncode == 2, wrong.stdout + wrong.stderr
+    assert "refused the username or password" in wrong.stderr and "not-it" not in wrong.stdout + wrong.stderr
+    assert await _names(settings, db, owner) == []
+    right = subprocess.run(argv, input=_USERS["alice"] + "\n", env=env, cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)
+    assert right.returncode == 0, right.stdout + right.stderr
+    assert _USERS["alice"] not in right.stdout + right.stderr
+    assert await _names(settings, db, owner) == [("mail", n) for n in sorted(
+        ("imap_url", "smtp_url", "mail_username", "mail_password", "mail_address"))]
+    gone = subprocess.run([_TOLLGATE, "account", "remove", "--kind", "imap", "--owner", owner], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert gone.returncode == 0 and await _names(settings, db, owner) == []

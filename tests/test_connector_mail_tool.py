@@ -1,0 +1,244 @@
+"""The mail tool on an owner's IMAP and SMTP accounts, through the real compiled graph and real servers.
+
+Dovecot holds the mailboxes, aiosmtpd takes what is sent and delivers it into them
+(:mod:`tests.mail_server`). The owner's backend is a setting (``mail_backend_owners``); their
+account is five encrypted credentials of the mail tool. The offline picker drives the turns, so
+the whole chat flow runs: list, "trash the 2nd one", approve, and the server's state changes once.
+A process killed after the server took a message, before Tollgate recorded it, never sends it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from graph._env import child_environment
+from graph.app import open_app
+from graph.approval_contract import check_approvals
+from graph.checkpointer import open_checkpointer
+from graph.credentials import CredentialStore, credentials_cipher
+from graph.db import Database
+from graph.owner_scope import owner_transaction
+from graph.perimeter import egress_client
+from graph.runner import TurnRunner
+from graph.services import Services
+from graph.settings import Settings
+from graph.state import Context
+from graph.turn import build_graph
+from nodes.offline import OfflinePicker
+from policies.errors import ApprovalInvalid
+from tests.conftest import NOW, all_rows
+from tests.fakes import ScriptedModel
+from tests.harness import Clock, Turns
+from tests.mail_server import MailServers, mail_servers
+from tools.builtin import default_registry
+from tools.connectors.imap import ImapMailbox, MailAccount
+from tools.connectors.imap_mail import ACCOUNT_NAMES
+from tools.demo import seed_demo
+
+_ROOT = Path(__file__).resolve().parent.parent
+_USERS = {"alice": "mail-pass-7", "bob": "bob-pass-3"}
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[MailServers]:
+    with mail_servers(_USERS) as running:
+        yield running
+
+
+def _letter(subject: str, sender: str = "Sam <sam@elsewhere.test>") -> bytes:
+    return f"From: {sender}\r\nTo: alice@example.test\r\nSubject: {subject}\r\n\r\nAbout {subject}.\r\n".encode()
+
+
+def _reach(settings: Settings, owner: str) -> Settings:
+    return settings.model_copy(update={"mail_backend_owners": {owner: "imap"}, "egress_allow_networks": ["127.0.0.0/8"],
+                                       "connector_plaintext_hosts": ["127.0.0.1"]})
+
+
+async def _connect(cfg: Settings, db: Database, owner: str, servers: MailServers, password: str) -> None:
+    store = CredentialStore(db.pool, credentials_cipher(cfg, cfg.approval_key()))
+    values = (servers.imap_url, servers.smtp_url, "alice", password, servers.address("alice"))
+    for name, value in zip(ACCOUNT_NAMES, values, strict=True):
+        await store.set(owner, "mail", name, value)
+
+
+def _mailbox(cfg: Settings, servers: MailServers, user: str) -> ImapMailbox:
+    account = MailAccount(servers.imap_url, servers.smtp_url, user, _USERS[user], servers.address(user),
+                          frozenset({"127.0.0.1"}))
+    return ImapMailbox(egress_client(cfg), account)
+
+
+@dataclass
+class Rig:
+    turns: Turns
+    ctx: Context
+    box: ImapMailbox
+    """Alice's mailbox as another client sees it."""
+    bob: ImapMailbox
+    servers: MailServers
+    thread: str
+
+
+@pytest.fixture
+async def rig(settings: Settings, db: Database, owner: str, servers: MailServers) -> AsyncIterator[Rig]:
+    cfg = _reach(settings, owner)
+    await _connect(cfg, db, owner, servers, _USERS["alice"])
+    box, bob = _mailbox(cfg, servers, "alice"), _mailbox(cfg, servers, "bob")
+    for user in _USERS:
+        servers.empty(user)
+    for subject in ("Quarterly report", "Weekly newsletter", "Dinner on Friday"):
+        servers.deliver("alice", _letter(subject))
+    services = Services(settings=cfg, db=db, registry=default_registry(cfg), picker_model=OfflinePicker(), clock=Clock(NOW))
+    turns = Turns(TurnRunner(build_graph(services, checkpointer=await open_checkpointer(db)), services))
+    yield Rig(turns, Context(owner_id=owner, timezone="Europe/Paris"), box, bob, servers, f"{owner}/imap")
+
+
+async def _subjects(box: ImapMailbox, folder: str) -> list[str]:
+    found, _ = await box.list(folder, limit=50)  # type: ignore[arg-type]
+    return [m.subject for m in found]
+
+
+async def test_list_trash_the_2nd_one_approve_and_the_server_changes_once(rig: Rig) -> None:
+    listed = await rig.turns.send(rig.ctx, rig.thread, "check my inbox")
+    assert listed.outcome == "read" and listed.reply is not None
+    assert listed.reply.index("Dinner on Friday") < listed.reply.index("Weekly newsletter")  # newest first
+    proposed = await rig.turns.send(rig.ctx, rig.thread, "trash the 2nd one")
+    assert proposed.approval is not None and "Weekly newsletter" in proposed.approval.preview
+    done = await rig.turns.decide(rig.ctx, proposed.approval.approval_id, {"type": "approve"})
+    assert done.outcome == "executed", done.reply
+    assert await _subjects(rig.box, "inbox") == ["Dinner on Friday", "Quarterly report"]
+    assert await _subjects(rig.box, "trash") == ["Weekly newsletter"]  # moved, not deleted
+    await rig.turns.check_approvals(rig.thread)
+
+
+async def test_reading_does_not_mark_read_and_mark_read_does(rig: Rig) -> None:
+    await rig.turns.send(rig.ctx, rig.thread, "check my inbox")
+    opened = await rig.turns.send(rig.ctx, rig.thread, "read the first one")
+    assert opened.outcome == "read" and opened.reply is not None and "About Dinner on Friday." in opened.reply
+    assert [m.is_read for m in (await rig.box.list("inbox"))[0]] == [False, False, False]
+    marked = await rig.turns.send(rig.ctx, rig.thread, "mark the first one read")
+    assert marked.outcome == "executed", marked.reply
+    assert [m.is_read for m in (await rig.box.list("inbox"))[0]] == [True, False, False]
+    unread = await rig.turns.send(rig.ctx, rig.thread, "any unread mail?")
+    assert unread.reply is not None and "Dinner on Friday" not in unread.reply and "Weekly newsletter" in unread.reply
+
+
+async def test_a_send_is_approved_delivered_once_and_shows_in_sent(rig: Rig) -> None:
+    before = len(rig.servers.accepted())
+    proposed = await rig.turns.send(rig.ctx, rig.thread, "email bob@example.test that I'll be 10 minutes late")
+    assert proposed.approval is not None and "bob@example.test" in proposed.approval.preview
+    done = await rig.turns.decide(rig.ctx, proposed.approval.approval_id, {"type": "approve"})
+    assert done.outcome == "executed", done.reply
+    taken = rig.servers.accepted()[before:]
+    assert len(taken) == 1 and taken[0]["to"] == ["bob@example.test"]
+    assert ".tollgate@example.test>" in taken[0]["message_id"]  # the Message-ID of the write's key
+    assert len(await _subjects(rig.bob, "inbox")) == 1  # delivered into Bob's mailbox
+    assert len(await _subjects(rig.box, "sent")) == 1 and await _subjects(rig.box, "drafts") == []
+    await rig.turns.check_approvals(rig.thread)
+
+
+async def test_a_send_whose_answer_never_came_is_unknown_and_never_sent_again(rig: Rig) -> None:
+    """The server took it but the connection dropped before it said so: the draft stays, nothing is resent."""
+    before = len(rig.servers.accepted())
+    rig.servers.drop_next_answer()
+    proposed = await rig.turns.send(rig.ctx, rig.thread, "email bob@example.test that the meeting moved to 3pm")
+    assert proposed.approval is not None
+    done = await rig.turns.decide(rig.ctx, proposed.approval.approval_id, {"type": "approve"})
+    assert done.outcome != "executed" and done.reply is not None
+    assert "could not confirm" in done.reply or "may or may not have been sent" in done.reply, done.reply
+    assert len(rig.servers.accepted()) == before + 1
+    assert len(await _subjects(rig.box, "drafts")) == 1  # left for the owner to check
+    with pytest.raises(ApprovalInvalid):
+        await rig.turns.decide(rig.ctx, proposed.approval.approval_id, {"type": "approve"})
+    assert len(rig.servers.accepted()) == before + 1
+    await rig.turns.check_approvals(rig.thread)
+
+
+async def test_a_wrong_password_is_said_clearly_and_names_no_secret(rig: Rig, db: Database) -> None:
+    svc = rig.turns.runner.services
+    await CredentialStore(db.pool, credentials_cipher(svc.settings, svc.key())).set(
+        rig.ctx.owner_id, "mail", "mail_password", "wrong-password")
+    out = await rig.turns.send(rig.ctx, rig.thread, "check my inbox")
+    assert out.reply is not None and "wrong-password" not in out.reply and _USERS["alice"] not in out.reply
+    assert out.outcome == "failed" and "the mail server refused the username or password" in out.reply
+
+
+async def test_another_owner_stays_on_tollgates_own_tables(rig: Rig, db: Database) -> None:
+    other = Context(owner_id=rig.ctx.owner_id + "_b", timezone="Europe/Paris")
+    async with owner_transaction(db.pool, other.owner_id) as conn:
+        await seed_demo(conn, other.owner_id, NOW, "Europe/Paris")
+    out = await rig.turns.send(other, other.owner_id + "/builtin", "check my inbox")
+    assert out.outcome == "read" and out.reply is not None and "Quarterly report" not in out.reply
+    async with all_rows(db) as conn:
+        cur = await conn.execute("SELECT count(*) AS n FROM mail_messages WHERE owner_id = %s", (rig.ctx.owner_id,))
+        assert await cur.fetchone() == {"n": 0}  # the IMAP owner's mail never touched the tables
+
+
+async def test_a_server_gone_mid_conversation_is_said_and_nothing_is_proposed(rig: Rig) -> None:
+    assert (await rig.turns.send(rig.ctx, rig.thread, "check my inbox")).outcome == "read"
+    rig.servers.stop_imap()
+    try:
+        out = await rig.turns.send(rig.ctx, rig.thread, "trash the 1st one")
+        assert out.approval is None and out.outcome != "executed"
+        assert out.reply is not None and "could not be reached" in out.reply
+    finally:
+        rig.servers.start_imap()
+    back = await rig.turns.send(rig.ctx, rig.thread, "check my inbox")
+    assert back.outcome == "read" and back.reply is not None and "Quarterly report" in back.reply
+    await rig.turns.check_approvals(rig.thread)
+
+
+def _env(cfg: Settings) -> dict[str, str]:
+    return child_environment(cfg, TOLLGATE_THREAD_LEASE_SECONDS="2", TOLLGATE_THREAD_WAIT_SECONDS="30",
+                             TOLLGATE_MAIL_BACKEND_OWNERS=json.dumps(cfg.mail_backend_owners),
+                             TOLLGATE_EGRESS_ALLOW_NETWORKS=json.dumps(cfg.egress_allow_networks),
+                             TOLLGATE_CONNECTOR_PLAINTEXT_HOSTS=json.dumps(cfg.connector_plaintext_hosts))
+
+
+def _proc(cfg: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tests.procs.mail", *args], cwd=_ROOT, env=_env(cfg),
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("where", ["after-sent", "after-smtp"])
+async def test_a_process_killed_after_the_server_took_the_message_never_sends_it_again(
+    settings: Settings, db: Database, owner: str, servers: MailServers, where: str
+) -> None:
+    """Killed once the message is in Sent (reconciled: done), or once SMTP took it but before it was
+    saved to Sent (reconciled: unknown, and the owner is told). Either way it went out once."""
+    cfg = _reach(settings, owner)
+    await _connect(cfg, db, owner, servers, _USERS["alice"])
+    box = _mailbox(cfg, servers, "alice")
+    servers.empty("alice")
+    thread = f"{owner}/imap-crash"
+    proposed = _proc(cfg, "propose", owner, thread)
+    assert proposed.returncode == 0, proposed.stderr[-2000:]
+    approval_id = json.loads(proposed.stdout.strip().splitlines()[-1])["approval_id"]
+    before = len(servers.accepted())
+    crashed = _proc(cfg, f"approve-and-crash-{where}", owner, thread, approval_id)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
+    assert len(servers.accepted()) == before + 1  # the server took it; Tollgate recorded nothing
+
+    async with open_app(cfg.model_copy(update={"thread_lease_seconds": 2.0}), picker_model=ScriptedModel(steps=[])) as app:
+        await asyncio.sleep(2.5)  # the dead process's lease runs out
+        me = Context(owner_id=owner, timezone="Europe/Paris")
+        with pytest.raises(ApprovalInvalid) as refused:  # taking the thread settles the intent first
+            await app.runner.decide(me, approval_id, {"type": "approve"})
+        await check_approvals(db.pool, app.runner.graph, [thread])
+    assert len(servers.accepted()) == before + 1  # never sent twice
+    async with all_rows(db) as conn:
+        cur = await conn.execute("SELECT status FROM approvals WHERE approval_id = %s", (approval_id,))
+        status = (await cur.fetchone() or {}).get("status")
+    if where == "after-sent":
+        assert status == "executed" and "already executed" in refused.value.message
+    else:
+        assert status == "failed" and "could not confirm whether it happened" in refused.value.message
+        assert len(await _subjects(box, "drafts")) == 1

@@ -1,0 +1,52 @@
+"""A built-in tool on another store, chosen per owner by a setting.
+
+``TOLLGATE_<TOOL>_BACKEND`` names the deployment's store for a tool (``builtin``: Tollgate's own
+tables) and ``TOLLGATE_<TOOL>_BACKEND_OWNERS`` overrides it per owner. :func:`on_stores` gives a
+tool the same actions, previews, summaries and approvals on whichever store the call's owner
+uses; the choice is a setting, not a lookup, so an owner on the built-in store pays no query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from tools.registry import ActionSpec, ExecContext, ToolSpec
+
+__all__ = ["backend_of", "backends_chosen", "on_stores"]
+
+
+def backend_of(settings: Mapping[str, Any], tool: str, owner_id: str) -> str:
+    """The store ``owner_id``'s ``tool`` uses: the owner's own setting, else the deployment's, else ``builtin``."""
+    owners = settings.get(f"{tool}_backend_owners") or {}
+    return str(owners.get(owner_id) or settings.get(f"{tool}_backend") or "builtin")
+
+
+def backends_chosen(settings: Mapping[str, Any], tool: str) -> set[str]:
+    """Every store some owner of ``tool`` uses."""
+    return {settings.get(f"{tool}_backend") or "builtin", *(settings.get(f"{tool}_backend_owners") or {}).values()}
+
+
+StoreFor = Callable[[ExecContext], Awaitable[Any]]
+"""The store of the call's owner (raising a typed error when it cannot be reached or is not set up)."""
+
+
+def on_stores(tool: ToolSpec, store_for: StoreFor, runs: Mapping[str, Callable[..., Awaitable[Any]]],
+              previews: Mapping[str, Callable[..., Awaitable[Any]]],
+              changes: Mapping[str, Mapping[str, Any]] | None = None) -> ToolSpec:
+    """``tool`` with each action's executor (``runs``) and preview (``previews``) called on
+    ``store_for(ctx)`` as their third argument, and ``changes`` applied per action name."""
+
+    def on_store(run: Callable[..., Awaitable[Any]]) -> Callable[[ExecContext, Any], Awaitable[Any]]:
+        async def call(ctx: ExecContext, args: Any) -> Any:
+            return await run(ctx, args, await store_for(ctx))
+        return call
+
+    def action(spec: ActionSpec) -> ActionSpec:
+        preview = previews.get(spec.name)
+        return replace(spec, executor=on_store(runs[spec.name]),
+                       preview=on_store(preview) if preview is not None else spec.preview,
+                       **(changes or {}).get(spec.name, {}))
+
+    return replace(tool, actions=tuple(action(a) for a in tool.actions))
