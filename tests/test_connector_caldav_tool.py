@@ -2,19 +2,28 @@
 
 The owner's backend is a setting (``calendar_backend_owners``); their account is three encrypted
 credentials of the calendar tool. The offline picker drives the turns, so the whole chat flow
-runs: list, "cancel the 2nd one", approve, and the server's state changes once.
+runs: list, "cancel the 2nd one", approve, and the server's state changes once. A process killed
+after the server stored a change, before Tollgate recorded it, has it recorded as done, not redone.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
 
+from graph._env import child_environment
+from graph.app import open_app
+from graph.approval_contract import check_approvals
 from graph.checkpointer import open_checkpointer
 from graph.credentials import CredentialStore, credentials_cipher
 from graph.db import Database
@@ -26,14 +35,17 @@ from graph.settings import Settings
 from graph.state import Context
 from graph.turn import build_graph
 from nodes.offline import OfflinePicker
+from policies.errors import ApprovalInvalid
 from tests.caldav_server import RadicaleServer, radicale
 from tests.conftest import NOW, all_rows
+from tests.fakes import ScriptedModel
 from tests.harness import Clock, Turns
 from tools.builtin import default_registry
 from tools.connectors.caldav import CalDavAccount, CalDavCalendar, RemoteEvent
 from tools.connectors.caldav_calendar import ACCOUNT_NAMES
 from tools.demo import seed_demo
 
+_ROOT = Path(__file__).resolve().parent.parent
 PARIS = ZoneInfo("Europe/Paris")
 _PASSWORD = "calendar-pass-9"
 
@@ -162,3 +174,55 @@ async def test_a_server_gone_mid_conversation_is_said_and_nothing_is_proposed(
         back = await turns.send(ctx, thread, "what's on my calendar this week?")
         assert back.outcome == "read" and back.reply is not None and "Standup" in back.reply
         await turns.check_approvals(thread)
+
+
+def _env(cfg: Settings) -> dict[str, str]:
+    return child_environment(cfg, TOLLGATE_THREAD_LEASE_SECONDS="2", TOLLGATE_THREAD_WAIT_SECONDS="30",
+                             TOLLGATE_CALENDAR_BACKEND_OWNERS=json.dumps(cfg.calendar_backend_owners),
+                             TOLLGATE_EGRESS_ALLOW_NETWORKS=json.dumps(cfg.egress_allow_networks),
+                             TOLLGATE_CONNECTOR_PLAINTEXT_HOSTS=json.dumps(cfg.connector_plaintext_hosts))
+
+
+def _proc(cfg: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tests.procs.connector", *args], cwd=_ROOT, env=_env(cfg),
+                          capture_output=True, text=True, timeout=120)
+
+
+async def test_a_process_killed_after_the_server_stored_the_change_records_it_done(
+    settings: Settings, db: Database, owner: str, server: RadicaleServer
+) -> None:
+    """Killed after the CalDAV server took the cancel, before Tollgate recorded it: the next process to
+    take the thread asks the server, records the cancel as done, and writes nothing again."""
+    cfg = settings.model_copy(update={"calendar_backend_owners": {owner: "caldav"},
+                                      "egress_allow_networks": ["127.0.0.0/8"], "connector_plaintext_hosts": ["127.0.0.1"]})
+    url = server.calendar("alice", "crash-" + owner[-8:])
+    store = CredentialStore(db.pool, credentials_cipher(cfg, cfg.approval_key()))
+    for name, value in zip(ACCOUNT_NAMES, (url, "alice", _PASSWORD), strict=True):
+        await store.set(owner, "calendar", name, value)
+    remote = CalDavCalendar(egress_client(cfg), CalDavAccount(url, "alice", _PASSWORD, frozenset({"127.0.0.1"})), PARIS)
+    soon = datetime.now(UTC) + timedelta(hours=2)
+    for key, title, hours in (("seed-1", "Standup", 0), ("seed-2", "Dentist", 1)):
+        await remote.create(key, title=title, starts_at=soon + timedelta(hours=hours),
+                            ends_at=soon + timedelta(hours=hours, minutes=30), now=soon)
+    thread = f"{owner}/caldav-crash"
+    proposed = _proc(cfg, "propose-cancel", owner, thread)
+    assert proposed.returncode == 0, proposed.stderr[-2000:]
+    approval_id = json.loads(proposed.stdout.strip().splitlines()[-1])["approval_id"]
+    assert approval_id is not None, proposed.stdout
+    crashed = _proc(cfg, "approve-and-crash-after-put", owner, thread, approval_id)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
+    after = await remote.list(soon - timedelta(hours=1), None)
+    assert [(e.title, e.status) for e in after] == [("Standup", "CONFIRMED"), ("Dentist", "CANCELLED")]
+
+    async with open_app(cfg.model_copy(update={"thread_lease_seconds": 2.0}), picker_model=ScriptedModel(steps=[])) as app:
+        await asyncio.sleep(2.5)  # the dead process's lease runs out
+        with pytest.raises(ApprovalInvalid) as refused:  # taking the thread settles the intent first
+            await app.runner.decide(Context(owner_id=owner, timezone="Europe/Paris"), approval_id, {"type": "approve"})
+        await check_approvals(db.pool, app.runner.graph, [thread])
+    assert "already executed" in refused.value.message
+    async with all_rows(db) as conn:
+        cur = await conn.execute("SELECT status FROM approvals WHERE approval_id = %s", (approval_id,))
+        assert await cur.fetchone() == {"status": "executed"}
+        cur = await conn.execute("SELECT state FROM effects WHERE idem_key = %s", (approval_id,))
+        assert await cur.fetchone() == {"state": "done"}
+    assert [e.etag for e in await remote.list(soon - timedelta(hours=1), None)] == [e.etag for e in after]  # not rewritten

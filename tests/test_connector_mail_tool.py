@@ -204,7 +204,7 @@ def _env(cfg: Settings) -> dict[str, str]:
 
 
 def _proc(cfg: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tests.procs.mail", *args], cwd=_ROOT, env=_env(cfg),
+    return subprocess.run([sys.executable, "-m", "tests.procs.connector", *args], cwd=_ROOT, env=_env(cfg),
                           capture_output=True, text=True, timeout=120)
 
 
@@ -219,7 +219,7 @@ async def test_a_process_killed_after_the_server_took_the_message_never_sends_it
     box = _mailbox(cfg, servers, "alice")
     servers.empty("alice")
     thread = f"{owner}/imap-crash"
-    proposed = _proc(cfg, "propose", owner, thread)
+    proposed = _proc(cfg, "propose-send", owner, thread)
     assert proposed.returncode == 0, proposed.stderr[-2000:]
     approval_id = json.loads(proposed.stdout.strip().splitlines()[-1])["approval_id"]
     before = len(servers.accepted())

@@ -46,7 +46,9 @@ __all__ = [
     "RANGE_PHRASE",
     "calendar_window",
     "cancel_event",
+    "cancelled_result",
     "create_event",
+    "created_result",
     "event_item",
     "event_label",
     "get_event",
@@ -273,7 +275,11 @@ async def preview_create(ctx: ExecContext, args: CalendarCreateArgs, store: Even
 async def create_event(ctx: ExecContext, args: CalendarCreateArgs, store: EventStore = TABLE) -> ActionResult:
     """Add a confirmed event."""
     end = args.start + timedelta(minutes=args.duration_minutes)
-    row = await store.insert(ctx, args.title, args.start, end, args.location)
+    return created_result(ctx, await store.insert(ctx, args.title, args.start, end, args.location))
+
+
+def created_result(ctx: ExecContext, row: dict[str, Any]) -> ActionResult:
+    """The result of creating ``row`` (also what a reconciled create records)."""
     when = fmt_span(row["starts_at"], row["ends_at"], ctx.timezone)
     where = f" at {clip(row['location'], 60)}" if row["location"] else ""
     summary = f"Created {quoted(row['title'])} on {when}{where}."
@@ -353,7 +359,13 @@ async def cancel_event(ctx: ExecContext, args: CalendarCancelArgs, store: EventS
     updated = await store.cancel(ctx, row)
     if updated is None:
         raise NotFound("calendar event", args.event_id)
-    return write_result(_TOOL, "cancel_event", event_item(updated, ctx.timezone), 1, f"Cancelled {label}.")
+    return cancelled_result(ctx, updated)
+
+
+def cancelled_result(ctx: ExecContext, row: dict[str, Any]) -> ActionResult:
+    """The result of cancelling ``row`` (also what a reconciled cancel records)."""
+    label = f"{quoted(row['title'])} ({fmt_when(row['starts_at'], ctx.timezone)})"
+    return write_result(_TOOL, "cancel_event", event_item(row, ctx.timezone), 1, f"Cancelled {label}.")
 
 
 _EVENT_ID = {"event_id": "calendar"}

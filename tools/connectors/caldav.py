@@ -232,6 +232,13 @@ class CalDavCalendar:
             raise Unavailable("calendar server")
         return events[0]
 
+    async def created(self, key: str) -> RemoteEvent | None:
+        """The event write ``key`` created, if it exists (reads only: for reconciling a create)."""
+        try:
+            return await self.get(self._href(f"{uuid.uuid5(_UID_NAMESPACE, key)}.ics"))
+        except NotFound:
+            return None
+
     async def create(self, key: str, *, title: str, starts_at: datetime, ends_at: datetime, location: str = "",
                      description: str = "", now: datetime) -> RemoteEvent:
         """Create the event of write ``key`` once: a retry finds the one it created."""

@@ -3,21 +3,23 @@
 :func:`calendar_for` is the calendar tool for a deployment's settings: each call asks which
 backend its owner uses (``TOLLGATE_CALENDAR_BACKEND``, per owner in
 ``TOLLGATE_CALENDAR_BACKEND_OWNERS``; Tollgate's own table by default) and runs the same
-executors and previews on that store, so summaries, previews, approvals and the honesty of
-replies are the built-in tool's. The choice is a setting, not a lookup, so an owner on the
-built-in table pays no query for it.
+executors and previews on that store (:func:`tools.connectors.backends.on_stores`), so summaries,
+previews, approvals and the honesty of replies are the built-in tool's.
 
 An event's id is its server address hashed with the version it was listed at
 (``cdv_<address>_<version>``): an approval binds the version the owner saw, and a write to an
-event changed since is refused (:class:`~tools.connectors.caldav.StaleEvent`). Writes are safe to
-repeat after a crash (the connector's contract), so they run in the call's transaction like the
-built-in's: a retry of the same write finds what the first attempt did.
+event changed since is refused (:class:`~tools.connectors.caldav.StaleEvent`).
+
+For an owner on CalDAV the writes are remote writes (``ActionSpec.remote_for``): the intent is
+committed before the server is touched and the outcome after. After a crash in between, the
+``reconcile`` hooks read the server (the create's UID, the cancel's status, the update's values),
+so what happened is recorded as done and what did not as not done; nothing is written again.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -25,9 +27,10 @@ from policies.errors import ErrorCode, NotFound, TollgateError, Unavailable
 from tools import calendar as builtin
 from tools.calendar import CALENDAR, TABLE, EventStore
 from tools.connectors.caldav import CalDavAccount, CalDavCalendar, RemoteEvent, StaleEvent
-from tools._render import zone
+from tools._render import quoted, write_result, zone
+from tools.args import CalendarCancelArgs, CalendarCreateArgs, CalendarUpdateArgs
 from tools.connectors.backends import backend_of, backends_chosen, on_stores
-from tools.registry import ExecContext, ToolSpec
+from tools.registry import ExecContext, Reconciled, Reconciler, ToolSpec
 
 __all__ = ["ACCOUNT_NAMES", "AccountMissing", "CalDavEvents", "calendar_for"]
 
@@ -73,13 +76,20 @@ class CalDavEvents:
         self.calendar = calendar
 
     async def load(self, ctx: ExecContext, event_id: str, *, lock: bool = False) -> dict[str, Any]:
+        row, same = await self.now_held(ctx, event_id)
+        if row is None:
+            raise NotFound("calendar event", event_id)
+        if not same:
+            raise StaleEvent()
+        return row
+
+    async def now_held(self, ctx: ExecContext, event_id: str) -> tuple[dict[str, Any] | None, bool]:
+        """The event ``event_id`` names as the server holds it now, and whether it is still the version listed."""
         place, _, version = event_id.removeprefix("cdv_").partition("_")
         for event in await self.calendar.list(ctx.now - _LOOK_BACK, None):
             if _hash(event.href, 20) == place:
-                if _hash(event.etag, 8) != version:
-                    raise StaleEvent()
-                return _row(event)
-        raise NotFound("calendar event", event_id)
+                return _row(event), _hash(event.etag, 8) == version
+        return None, False
 
     async def window(self, ctx: ExecContext, start: datetime, end: datetime | None, contains: str | None,
                      limit: int) -> list[dict[str, Any]]:
@@ -105,6 +115,34 @@ class CalDavEvents:
         return _row(await self.calendar.cancel(row["remote"], now=ctx.now))
 
 
+async def _reconcile_create(ctx: ExecContext, args: CalendarCreateArgs, store: CalDavEvents) -> Reconciled:
+    """The event of the write's key exists: done. It does not: not done."""
+    found = await store.calendar.created(ctx.idempotency_key or "")
+    return Reconciled.done(builtin.created_result(ctx, _row(found))) if found is not None else Reconciled.not_done()
+
+
+async def _reconcile_cancel(ctx: ExecContext, args: CalendarCancelArgs, store: CalDavEvents) -> Reconciled:
+    """Cancelled now: done. Still the version approved: not done. Changed otherwise: unknown."""
+    row, same = await store.now_held(ctx, args.event_id)
+    if row is not None and row["status"] == "cancelled":
+        return Reconciled.done(builtin.cancelled_result(ctx, row))
+    return Reconciled.not_done() if same else Reconciled.unknown()
+
+
+async def _reconcile_update(ctx: ExecContext, args: CalendarUpdateArgs, store: CalDavEvents) -> Reconciled:
+    """Still the version approved: not done. Holding every value asked for: done. Otherwise: unknown."""
+    row, same = await store.now_held(ctx, args.event_id)
+    if row is None or same:
+        return Reconciled.not_done() if same else Reconciled.unknown()
+    asked = {"title": args.title, "starts_at": args.start, "location": args.location}
+    held = all(value is None or row[name] == value for name, value in asked.items()) and (
+        args.duration_minutes is None or row["ends_at"] - row["starts_at"] == timedelta(minutes=args.duration_minutes))
+    if not held:
+        return Reconciled.unknown()
+    summary = f"Updated {quoted(row['title'])}."
+    return Reconciled.done(write_result("calendar", "update", builtin.event_item(row, ctx.timezone), 1, summary))
+
+
 def calendar_for(settings: Mapping[str, Any] | None) -> ToolSpec:
     """The calendar tool for ``settings``: the built-in one unless some owner is on CalDAV."""
     values = settings or {}
@@ -123,7 +161,18 @@ def calendar_for(settings: Mapping[str, Any] | None) -> ToolSpec:
         account = CalDavAccount(url, username, password, plaintext)
         return CalDavEvents(CalDavCalendar(ctx.http, account, zone(ctx.timezone)))
 
+    def on_caldav(owner_id: str) -> bool:
+        return backend_of(values, "calendar", owner_id) == "caldav"
+
+    def reconcile(hook: Callable[[ExecContext, Any, CalDavEvents], Awaitable[Reconciled]]) -> Reconciler:
+        async def call(ctx: ExecContext, args: Any) -> Reconciled:
+            store = await store_for(ctx)
+            return await hook(ctx, args, store) if isinstance(store, CalDavEvents) else Reconciled.unknown()
+        return call
+
+    hooks = {"create": _reconcile_create, "update": _reconcile_update, "cancel_event": _reconcile_cancel}
+    changes = {name: {"remote_for": on_caldav, "reconcile": reconcile(hook)} for name, hook in hooks.items()}
     runs = {"list": builtin.list_events, "get": builtin.get_event, "create": builtin.create_event,
             "update": builtin.update_event, "cancel_event": builtin.cancel_event}
     previews = {"create": builtin.preview_create, "update": builtin.preview_update, "cancel_event": builtin.preview_cancel}
-    return on_stores(CALENDAR, store_for, runs, previews)
+    return on_stores(CALENDAR, store_for, runs, previews, changes)
