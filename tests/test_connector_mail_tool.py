@@ -86,6 +86,10 @@ class Rig:
     servers: MailServers
     thread: str
 
+    async def servers_deliver_again(self, subject: str) -> None:
+        """A new copy of ``subject`` arrives (another UID: the approved id still names the moved one)."""
+        self.servers.deliver("alice", _letter(subject))
+
 
 @pytest.fixture
 async def rig(settings: Settings, db: Database, owner: str, servers: MailServers) -> AsyncIterator[Rig]:
@@ -116,6 +120,22 @@ async def test_list_trash_the_2nd_one_approve_and_the_server_changes_once(rig: R
     assert done.outcome == "executed", done.reply
     assert await _subjects(rig.box, "inbox") == ["Dinner on Friday", "Quarterly report"]
     assert await _subjects(rig.box, "trash") == ["Weekly newsletter"]  # moved, not deleted
+    await rig.turns.check_approvals(rig.thread)
+
+
+async def test_a_message_moved_by_another_client_after_the_approval_was_asked_is_not_touched(rig: Rig) -> None:
+    """The mail analogue of a stale ETag: the approved id names a message no longer where it was listed."""
+    await rig.turns.send(rig.ctx, rig.thread, "check my inbox")
+    proposed = await rig.turns.send(rig.ctx, rig.thread, "trash the 2nd one")
+    assert proposed.approval is not None
+    newsletter = next(m for m in (await rig.box.list("inbox"))[0] if m.subject == "Weekly newsletter")
+    await rig.box.trash([newsletter])  # another mail client, meanwhile
+    await rig.servers_deliver_again("Weekly newsletter")
+    done = await rig.turns.decide(rig.ctx, proposed.approval.approval_id, {"type": "approve"})
+    assert done.outcome != "executed" and done.reply is not None
+    assert "no longer where it was listed" in done.reply and "nothing was changed" in done.reply, done.reply
+    assert await _subjects(rig.box, "trash") == ["Weekly newsletter"]  # only the other client's move
+    assert sorted(await _subjects(rig.box, "inbox")) == ["Dinner on Friday", "Quarterly report", "Weekly newsletter"]
     await rig.turns.check_approvals(rig.thread)
 
 

@@ -1,6 +1,6 @@
-"""Connectors to owners' own accounts on open-standard servers (CalDAV; IMAP and SMTP to come).
+"""Connectors to owners' own accounts on open-standard servers: CalDAV calendars, IMAP and SMTP mail.
 
 Every connection goes through the egress gate (:class:`graph.egress_transport.EgressClient`),
-allowed to reach the account's own server only; a password travels in an ``Authorization``
-header and never appears in an error, a log line or a URL.
+allowed to reach the account's own servers only; a password travels inside the protocol's own
+authentication and never appears in an error, a log line or a URL.
 """

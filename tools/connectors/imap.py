@@ -55,7 +55,7 @@ from policies.errors import EgressDenied, ErrorCode, NotFound, TollgateError, Un
 from tools.connectors.errors import AccountRefused, ServerAway
 from tools.web import html_to_text
 
-__all__ = ["ImapMailbox", "MailAccount", "RemoteMessage", "SendRefused", "SendUncertain", "message_id_for"]
+__all__ = ["ImapMailbox", "MailAccount", "MessageGone", "RemoteMessage", "SendRefused", "SendUncertain", "message_id_for"]
 
 Folder = Literal["inbox", "sent", "trash", "drafts"]
 _LETTERS: Final[dict[str, Folder]] = {"i": "inbox", "s": "sent", "t": "trash", "d": "drafts"}
@@ -82,6 +82,15 @@ class SendUncertain(Unavailable):
         self.what = _SERVER
         TollgateError.__init__(self, "the message may or may not have been sent (it is in your Drafts folder); "
                                      "it was not sent again, check with the recipient before sending it yourself")
+
+
+class MessageGone(NotFound):
+    """The message is no longer where it was listed (another mail client moved or deleted it)."""
+
+    def __init__(self, message_id: str) -> None:
+        super().__init__("mail message", message_id)
+        self.message = ("the message is no longer where it was listed (another mail client moved or deleted it); "
+                        "nothing was changed, list your mail again to see it as it is now")
 
 
 class SendRefused(TollgateError):
@@ -308,7 +317,7 @@ class _Session:
         response = await self.client.uid("fetch", str(uid), f"(UID FLAGS INTERNALDATE BODY.PEEK[]<0.{_BODY_BYTES}>)")
         parts = _fetched(response.lines) if _ok(response) else []
         if not parts:
-            raise NotFound("mail message", f"imap_{folder[0]}_{validity}_{uid}")
+            raise MessageGone(f"imap_{folder[0]}_{validity}_{uid}")
         attrs, raw = parts[0]
         message = self._message(folder, validity, attrs, raw, _text_of(raw))
         if message is None:
@@ -323,6 +332,19 @@ class _Session:
 
     async def append(self, folder: Folder, raw: bytes, flags: str) -> None:
         if not _ok(await self.client.append(raw, mailbox=_quoted(self.folders[folder]), flags=flags)):
+            raise Unavailable(_SERVER)
+
+    async def move(self, uids: Sequence[int], to: Folder) -> None:
+        """Move ``uids`` of the selected folder to ``to``: UID MOVE (RFC 6851), else copy, flag and expunge them."""
+        numbers, target = ",".join(map(str, uids)), _quoted(self.folders[to])
+        if self.client.has_capability("MOVE"):
+            done = _ok(await self.client.uid("move", numbers, target))
+        else:
+            done = _ok(await self.client.uid("copy", numbers, target))
+            if done:
+                await self.client.uid("store", numbers, "+FLAGS.SILENT (\\Deleted)")
+                await self.client.uid("expunge", numbers)
+        if not done:
             raise Unavailable(_SERVER)
 
     async def remove(self, folder: Folder, uids: Sequence[int]) -> None:
@@ -437,7 +459,7 @@ class ImapMailbox:
         folder, validity, uid = _parse_id(message_id)
         async with self._session() as session:
             if await session.select(folder) != validity:
-                raise NotFound("mail message", message_id)
+                raise MessageGone(message_id)
             return await session.body(folder, validity, uid)
 
     async def messages(self, ids: Sequence[str]) -> list[RemoteMessage]:
@@ -451,7 +473,7 @@ class ImapMailbox:
                 found |= {m.id: m for m in await session.headers(folder, validity, uids)}
         for message_id in ids:
             if message_id not in found:
-                raise NotFound("mail message", message_id)
+                raise MessageGone(message_id)
         return [found[i] for i in ids]
 
     async def mark_read(self, messages: Sequence[RemoteMessage]) -> set[str]:
@@ -481,9 +503,7 @@ class ImapMailbox:
                 uids = [_parse_id(m.id)[2] for m in mine if _parse_id(m.id)[2] in present]
                 if not uids:
                     continue
-                response = await session.client.move(",".join(map(str, uids)), _quoted(session.folders["trash"]))
-                if not _ok(response):
-                    raise Unavailable(_SERVER)
+                await session.move(uids, "trash")
                 moved |= {m.id for m in mine if _parse_id(m.id)[2] in uids}
         return moved
 
