@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -21,7 +19,6 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from graph._env import child_environment
 from graph.app import open_app
 from graph.approval_contract import check_approvals
 from graph.checkpointer import open_checkpointer
@@ -37,6 +34,7 @@ from graph.turn import build_graph
 from nodes.offline import OfflinePicker
 from policies.errors import ApprovalInvalid
 from tests.caldav_server import RadicaleServer, radicale
+from tests.children import run_connector_step
 from tests.conftest import NOW, all_rows
 from tests.fakes import ScriptedModel
 from tests.harness import Clock, Turns
@@ -45,7 +43,6 @@ from tools.connectors.caldav import CalDavAccount, CalDavCalendar, RemoteEvent
 from tools.connectors.caldav_calendar import ACCOUNT_NAMES
 from tools.demo import seed_demo
 
-_ROOT = Path(__file__).resolve().parent.parent
 PARIS = ZoneInfo("Europe/Paris")
 _PASSWORD = "calendar-pass-9"
 
@@ -54,6 +51,17 @@ _PASSWORD = "calendar-pass-9"
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RadicaleServer]:
     with radicale(tmp_path_factory.mktemp("radicale-tool"), {"alice": _PASSWORD}) as running:
         yield running
+
+
+def _reach(settings: Settings, owner: str) -> Settings:
+    return settings.model_copy(update={"calendar_backend_owners": {owner: "caldav"},
+                                       "egress_allow_networks": ["127.0.0.0/8"], "connector_plaintext_hosts": ["127.0.0.1"]})
+
+
+async def _connect(cfg: Settings, db: Database, owner: str, url: str) -> None:
+    store = CredentialStore(db.pool, credentials_cipher(cfg, cfg.approval_key()))
+    for name, value in zip(ACCOUNT_NAMES, (url, "alice", _PASSWORD), strict=True):
+        await store.set(owner, "calendar", name, value)
 
 
 @dataclass
@@ -67,12 +75,9 @@ class Rig:
 
 @pytest.fixture
 async def rig(settings: Settings, db: Database, owner: str, server: RadicaleServer) -> AsyncIterator[Rig]:
-    cfg = settings.model_copy(update={"calendar_backend_owners": {owner: "caldav"},
-                                      "egress_allow_networks": ["127.0.0.0/8"], "connector_plaintext_hosts": ["127.0.0.1"]})
+    cfg = _reach(settings, owner)
     url = server.calendar("alice", "cal-" + owner[-8:])
-    store = CredentialStore(db.pool, credentials_cipher(cfg, cfg.approval_key()))
-    for name, value in zip(ACCOUNT_NAMES, (url, "alice", _PASSWORD), strict=True):
-        await store.set(owner, "calendar", name, value)
+    await _connect(cfg, db, owner, url)
     remote = CalDavCalendar(egress_client(cfg), CalDavAccount(url, "alice", _PASSWORD, frozenset({"127.0.0.1"})), PARIS)
     for key, title, hours in (("seed-1", "Standup", 26), ("seed-2", "Dentist", 29)):
         start = NOW + timedelta(hours=hours)
@@ -151,13 +156,9 @@ async def test_a_server_gone_mid_conversation_is_said_and_nothing_is_proposed(
 ) -> None:
     """The reads retry (they are safe to repeat), then the reply says the server could not be reached."""
     with radicale(tmp_path / "away", {"alice": _PASSWORD}) as own:
-        cfg = settings.model_copy(update={"calendar_backend_owners": {owner: "caldav"},
-                                          "egress_allow_networks": ["127.0.0.0/8"],
-                                          "connector_plaintext_hosts": ["127.0.0.1"]})
+        cfg = _reach(settings, owner)
         url = own.calendar("alice")
-        store = CredentialStore(db.pool, credentials_cipher(cfg, cfg.approval_key()))
-        for name, value in zip(ACCOUNT_NAMES, (url, "alice", _PASSWORD), strict=True):
-            await store.set(owner, "calendar", name, value)
+        await _connect(cfg, db, owner, url)
         remote = CalDavCalendar(egress_client(cfg), CalDavAccount(url, "alice", _PASSWORD, frozenset({"127.0.0.1"})), PARIS)
         start = NOW + timedelta(hours=26)
         await remote.create("seed", title="Standup", starts_at=start, ends_at=start + timedelta(hours=1), now=NOW)
@@ -176,40 +177,25 @@ async def test_a_server_gone_mid_conversation_is_said_and_nothing_is_proposed(
         await turns.check_approvals(thread)
 
 
-def _env(cfg: Settings) -> dict[str, str]:
-    return child_environment(cfg, TOLLGATE_THREAD_LEASE_SECONDS="2", TOLLGATE_THREAD_WAIT_SECONDS="30",
-                             TOLLGATE_CALENDAR_BACKEND_OWNERS=json.dumps(cfg.calendar_backend_owners),
-                             TOLLGATE_EGRESS_ALLOW_NETWORKS=json.dumps(cfg.egress_allow_networks),
-                             TOLLGATE_CONNECTOR_PLAINTEXT_HOSTS=json.dumps(cfg.connector_plaintext_hosts))
-
-
-def _proc(cfg: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tests.procs.connector", *args], cwd=_ROOT, env=_env(cfg),
-                          capture_output=True, text=True, timeout=120)
-
-
 async def test_a_process_killed_after_the_server_stored_the_change_records_it_done(
     settings: Settings, db: Database, owner: str, server: RadicaleServer
 ) -> None:
     """Killed after the CalDAV server took the cancel, before Tollgate recorded it: the next process to
     take the thread asks the server, records the cancel as done, and writes nothing again."""
-    cfg = settings.model_copy(update={"calendar_backend_owners": {owner: "caldav"},
-                                      "egress_allow_networks": ["127.0.0.0/8"], "connector_plaintext_hosts": ["127.0.0.1"]})
+    cfg = _reach(settings, owner)
     url = server.calendar("alice", "crash-" + owner[-8:])
-    store = CredentialStore(db.pool, credentials_cipher(cfg, cfg.approval_key()))
-    for name, value in zip(ACCOUNT_NAMES, (url, "alice", _PASSWORD), strict=True):
-        await store.set(owner, "calendar", name, value)
+    await _connect(cfg, db, owner, url)
     remote = CalDavCalendar(egress_client(cfg), CalDavAccount(url, "alice", _PASSWORD, frozenset({"127.0.0.1"})), PARIS)
     soon = datetime.now(UTC) + timedelta(hours=2)
     for key, title, hours in (("seed-1", "Standup", 0), ("seed-2", "Dentist", 1)):
         await remote.create(key, title=title, starts_at=soon + timedelta(hours=hours),
                             ends_at=soon + timedelta(hours=hours, minutes=30), now=soon)
     thread = f"{owner}/caldav-crash"
-    proposed = _proc(cfg, "propose-cancel", owner, thread)
+    proposed = run_connector_step(cfg, "propose-cancel", owner, thread)
     assert proposed.returncode == 0, proposed.stderr[-2000:]
     approval_id = json.loads(proposed.stdout.strip().splitlines()[-1])["approval_id"]
     assert approval_id is not None, proposed.stdout
-    crashed = _proc(cfg, "approve-and-crash-after-put", owner, thread, approval_id)
+    crashed = run_connector_step(cfg, "approve-and-crash-after-put", owner, thread, approval_id)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
     after = await remote.list(soon - timedelta(hours=1), None)
     assert [(e.title, e.status) for e in after] == [("Standup", "CONFIRMED"), ("Dentist", "CANCELLED")]

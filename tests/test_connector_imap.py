@@ -101,6 +101,13 @@ async def test_a_refused_recipient_sends_nothing_and_leaves_no_draft(settings: S
     assert (await box.sent_state("apv_" + "3" * 32))[0] == "not_sent"
 
 
+async def test_a_recipient_refused_among_others_is_named(settings: Settings, servers: MailServers) -> None:
+    sent = await _box(settings, servers).send("apv_" + "4" * 32, to=[servers.address("bob"), "nobody@refused.test"],
+                                             subject="Both?", body="One of you.", now=NOW)
+    assert sent.refused == ("nobody@refused.test",)
+    assert [m.subject for m in (await _box(settings, servers, "bob").list("inbox"))[0]] == ["Both?"]
+
+
 async def test_a_wrong_password_is_a_clear_refusal_that_names_no_secret(settings: Settings, servers: MailServers) -> None:
     with pytest.raises(AccountRefused) as refused:
         await _box(settings, servers, password="hunter2-wrong").check()

@@ -12,15 +12,11 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-from graph._env import child_environment
 from graph.app import open_app
 from graph.approval_contract import check_approvals
 from graph.checkpointer import open_checkpointer
@@ -35,6 +31,7 @@ from graph.state import Context
 from graph.turn import build_graph
 from nodes.offline import OfflinePicker
 from policies.errors import ApprovalInvalid
+from tests.children import run_connector_step
 from tests.conftest import NOW, all_rows
 from tests.fakes import ScriptedModel
 from tests.harness import Clock, Turns
@@ -44,7 +41,6 @@ from tools.connectors.imap import ImapMailbox, MailAccount
 from tools.connectors.imap_mail import ACCOUNT_NAMES
 from tools.demo import seed_demo
 
-_ROOT = Path(__file__).resolve().parent.parent
 _USERS = {"alice": "mail-pass-7", "bob": "bob-pass-3"}
 
 
@@ -216,18 +212,6 @@ async def test_a_server_gone_mid_conversation_is_said_and_nothing_is_proposed(ri
     await rig.turns.check_approvals(rig.thread)
 
 
-def _env(cfg: Settings) -> dict[str, str]:
-    return child_environment(cfg, TOLLGATE_THREAD_LEASE_SECONDS="2", TOLLGATE_THREAD_WAIT_SECONDS="30",
-                             TOLLGATE_MAIL_BACKEND_OWNERS=json.dumps(cfg.mail_backend_owners),
-                             TOLLGATE_EGRESS_ALLOW_NETWORKS=json.dumps(cfg.egress_allow_networks),
-                             TOLLGATE_CONNECTOR_PLAINTEXT_HOSTS=json.dumps(cfg.connector_plaintext_hosts))
-
-
-def _proc(cfg: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tests.procs.connector", *args], cwd=_ROOT, env=_env(cfg),
-                          capture_output=True, text=True, timeout=120)
-
-
 @pytest.mark.parametrize("where", ["after-sent", "after-smtp"])
 async def test_a_process_killed_after_the_server_took_the_message_never_sends_it_again(
     settings: Settings, db: Database, owner: str, servers: MailServers, where: str
@@ -239,11 +223,11 @@ async def test_a_process_killed_after_the_server_took_the_message_never_sends_it
     box = _mailbox(cfg, servers, "alice")
     servers.empty("alice")
     thread = f"{owner}/imap-crash"
-    proposed = _proc(cfg, "propose-send", owner, thread)
+    proposed = run_connector_step(cfg, "propose-send", owner, thread)
     assert proposed.returncode == 0, proposed.stderr[-2000:]
     approval_id = json.loads(proposed.stdout.strip().splitlines()[-1])["approval_id"]
     before = len(servers.accepted())
-    crashed = _proc(cfg, f"approve-and-crash-{where}", owner, thread, approval_id)
+    crashed = run_connector_step(cfg, f"approve-and-crash-{where}", owner, thread, approval_id)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
     assert len(servers.accepted()) == before + 1  # the server took it; Tollgate recorded nothing
 

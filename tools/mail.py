@@ -70,7 +70,8 @@ class MailStore(Protocol):
         ...
 
     async def send(self, ctx: ExecContext, args: MailSendArgs) -> dict[str, Any]:
-        """Send (once per ``ctx.idempotency_key``); the sent row: ``id``, ``to_addrs``, ``subject``, ``body``, ``created_at``."""
+        """Send (once per ``ctx.idempotency_key``); the sent row: ``id``, ``to_addrs``, ``subject``, ``body``,
+        ``created_at``, and ``refused`` when the server took the message for only some recipients."""
         ...
 
     async def trash(self, ctx: ExecContext, rows: list[dict[str, Any]]) -> set[str]:
@@ -243,7 +244,11 @@ async def preview_send(ctx: ExecContext, args: MailSendArgs, store: MailStore = 
 async def send_mail(ctx: ExecContext, args: MailSendArgs, store: MailStore = TABLE) -> ActionResult:
     """Send the message (the built-in store queues it in the outbox; it then shows in the sent folder)."""
     row = await store.send(ctx, args)
-    summary = f"Sent {quoted(args.subject)} to {', '.join(args.to)}."
+    refused = row.get("refused") or []
+    taken = [a for a in args.to if a not in refused]
+    summary = f"Sent {quoted(args.subject)} to {', '.join(taken)}."
+    if refused:
+        summary += f" The mail server refused {', '.join(refused)}: it was not sent to {'them' if len(refused) > 1 else 'that address'}."
     return write_result(_TOOL, "send", row, 1, summary)
 
 

@@ -39,7 +39,7 @@ import ssl
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.parser import BytesParser
@@ -137,6 +137,8 @@ class RemoteMessage:
     message_id: str
     body: str = ""
     """Only for :meth:`ImapMailbox.read`: the text part (capped)."""
+    refused: tuple[str, ...] = ()
+    """Only for :meth:`ImapMailbox.send`: recipients the SMTP server refused while it took the others."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -544,7 +546,7 @@ class ImapMailbox:
         async with self._session() as session:
             await session.append("drafts", raw, "(\\Draft \\Seen)")
         try:
-            await self._deliver(message, to)
+            refused = await self._deliver(message, to)
         except SendRefused:
             await self._discard_draft(message["Message-ID"])
             raise
@@ -556,9 +558,9 @@ class ImapMailbox:
         except ServerAway:
             saved = None  # sent; the copy stays in Drafts, and a retry says the outcome is unknown
         if saved is None:
-            return RemoteMessage(id="", folder="sent", from_addr=self.account.address, to_addrs=tuple(to),
-                                 subject=subject, at=now, is_read=True, message_id=message["Message-ID"], body=body)
-        return saved
+            saved = RemoteMessage(id="", folder="sent", from_addr=self.account.address, to_addrs=tuple(to),
+                                  subject=subject, at=now, is_read=True, message_id=message["Message-ID"], body=body)
+        return replace(saved, refused=refused)
 
     async def _remove_draft(self, session: _Session, message_id: str) -> None:
         await session.select("drafts")
@@ -601,13 +603,16 @@ class ImapMailbox:
         except (aiosmtplib.SMTPException, OSError, TimeoutError):
             smtp.close()
 
-    async def _deliver(self, message: EmailMessage, to: Sequence[str]) -> None:
-        """Hand ``message`` to the SMTP server: :class:`SendRefused` when it says no, :class:`SendUncertain`
-        when the connection ends before its answer (it may have taken it)."""
+    async def _deliver(self, message: EmailMessage, to: Sequence[str]) -> tuple[str, ...]:
+        """Hand ``message`` to the SMTP server; the recipients it refused while taking the others.
+
+        :class:`SendRefused` when it takes none, :class:`SendUncertain` when the connection ends
+        before its answer (it may have taken it).
+        """
         smtp = await self._smtp_connected()
         try:
-            await smtp.send_message(message, sender=parseaddr(self.account.address)[1] or self.account.address,
-                                    recipients=list(to))
+            errors, _ = await smtp.send_message(message, sender=parseaddr(self.account.address)[1] or self.account.address,
+                                                recipients=list(to))
         except (aiosmtplib.SMTPRecipientsRefused, aiosmtplib.SMTPSenderRefused, aiosmtplib.SMTPDataError) as exc:
             smtp.close()
             raise SendRefused(str(getattr(exc, "code", "") or "refused")) from None
@@ -615,3 +620,4 @@ class ImapMailbox:
             smtp.close()
             raise SendUncertain() from None
         await self._smtp_quit(smtp)
+        return tuple(_clip(address, 200) for address in errors)

@@ -45,7 +45,7 @@ def _row(message: RemoteMessage) -> dict[str, Any]:
 
 def _sent_row(message: RemoteMessage) -> dict[str, Any]:
     return {"id": message.id, "to_addrs": list(message.to_addrs), "subject": message.subject, "body": message.body,
-            "created_at": message.at}
+            "created_at": message.at, "refused": list(message.refused)}
 
 
 class ImapMessages:
