@@ -158,6 +158,17 @@ async def test_a_server_that_goes_away_is_transient_and_comes_back(settings: Set
     assert [m.subject for m in (await box.list("inbox"))[0]] == ["Still here"]
 
 
+async def test_an_smtp_server_away_sends_nothing_and_leaves_no_draft(settings: Settings, servers: MailServers) -> None:
+    box = _box(settings, servers)
+    servers.stop_smtp()
+    try:
+        with pytest.raises(ServerAway):
+            await box.send("apv_" + "5" * 32, to=[servers.address("bob")], subject="Later", body="Not now.", now=NOW)
+    finally:
+        servers.start_smtp()
+    assert (await box.list("drafts"))[0] == [] and (await box.sent_state("apv_" + "5" * 32))[0] == "not_sent"
+
+
 async def test_hostile_messages_are_read_as_text(settings: Settings, servers: MailServers) -> None:
     servers.deliver("alice", _letter("=?utf-8?q?Caf=C3=A9_=00menu?=", body="<p>Soup <b>today</b></p><script>x()</script>",
                                      headers="Content-Type: text/html; charset=utf-8\r\n"))

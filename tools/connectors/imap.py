@@ -398,7 +398,8 @@ class ImapMailbox:
         self.account = account
         self._imap = _endpoint(account.imap_url, ("imaps", "imap"), account.plaintext_hosts)
         self._smtp = _endpoint(account.smtp_url, ("smtps", "smtp+starttls", "smtp"), account.plaintext_hosts)
-        self._http = http.for_hosts(f"{self._imap.host}:{self._imap.port}", f"{self._smtp.host}:{self._smtp.port}")
+        self._http = http.for_hosts(*(f"[{e.host}]:{e.port}" if ":" in e.host else f"{e.host}:{e.port}"
+                                      for e in (self._imap, self._smtp)))
         self._timeout = http.limits.timeout_seconds
 
     @asynccontextmanager
@@ -543,10 +544,15 @@ class ImapMailbox:
             raise SendUncertain()
         message = self.compose(key, to=to, subject=subject, body=body, now=now)
         raw = message.as_bytes(policy=email.policy.SMTP)
-        async with self._session() as session:
-            await session.append("drafts", raw, "(\\Draft \\Seen)")
+        smtp = await self._smtp_connected()  # an SMTP server away or refusing the login: nothing is done yet
         try:
-            refused = await self._deliver(message, to)
+            async with self._session() as session:
+                await session.append("drafts", raw, "(\\Draft \\Seen)")
+        except BaseException:
+            smtp.close()
+            raise
+        try:
+            refused = await self._deliver(smtp, message, to)
         except SendRefused:
             await self._discard_draft(message["Message-ID"])
             raise
@@ -603,13 +609,13 @@ class ImapMailbox:
         except (aiosmtplib.SMTPException, OSError, TimeoutError):
             smtp.close()
 
-    async def _deliver(self, message: EmailMessage, to: Sequence[str]) -> tuple[str, ...]:
-        """Hand ``message`` to the SMTP server; the recipients it refused while taking the others.
+    async def _deliver(self, smtp: aiosmtplib.SMTP, message: EmailMessage, to: Sequence[str]) -> tuple[str, ...]:
+        """Hand ``message`` to the SMTP server over ``smtp`` (then closed); the recipients it refused
+        while taking the others.
 
         :class:`SendRefused` when it takes none, :class:`SendUncertain` when the connection ends
         before its answer (it may have taken it).
         """
-        smtp = await self._smtp_connected()
         try:
             errors, _ = await smtp.send_message(message, sender=parseaddr(self.account.address)[1] or self.account.address,
                                                 recipients=list(to))
