@@ -161,6 +161,16 @@ async def test_a_send_is_approved_delivered_once_and_shows_in_sent(rig: Rig) -> 
     await rig.turns.check_approvals(rig.thread)
 
 
+async def test_a_recipient_the_server_refused_is_not_claimed_as_sent_to(rig: Rig) -> None:
+    proposed = await rig.turns.send(rig.ctx, rig.thread,
+                                    "email bob@example.test and nobody@refused.test that the office is closed")
+    assert proposed.approval is not None and "nobody@refused.test" in proposed.approval.preview
+    done = await rig.turns.decide(rig.ctx, proposed.approval.approval_id, {"type": "approve"})
+    assert done.outcome == "executed" and done.reply is not None, done.reply
+    assert "to bob@example.test." in done.reply and "refused nobody@refused.test" in done.reply, done.reply
+    assert len(await _subjects(rig.bob, "inbox")) == 1
+
+
 async def test_a_send_whose_answer_never_came_is_unknown_and_never_sent_again(rig: Rig) -> None:
     """The server took it but the connection dropped before it said so: the draft stays, nothing is resent."""
     before = len(rig.servers.accepted())
@@ -246,3 +256,27 @@ async def test_a_process_killed_after_the_server_took_the_message_never_sends_it
     else:
         assert status == "failed" and "could not confirm whether it happened" in refused.value.message
         assert len(await _subjects(box, "drafts")) == 1
+
+
+async def test_trash_and_mark_read_are_reconciled_from_the_servers_state(rig: Rig) -> None:
+    """What the reconcile hooks say of a trash or a mark read interrupted after its intent: read off the server."""
+    svc = rig.turns.runner.services
+    trash, mark = svc.registry.action("mail", "trash"), svc.registry.action("mail", "mark_read")
+    assert trash is not None and trash.reconcile is not None and trash.leaves_tollgate(rig.ctx.owner_id)
+    assert mark is not None and mark.reconcile is not None and mark.leaves_tollgate(rig.ctx.owner_id)
+    from tools.args import MailMarkReadArgs, MailTrashArgs
+
+    listed, _ = await rig.box.list("inbox")
+    ids = [m.id for m in listed[:2]]
+    ctx = svc.exec_context(rig.ctx.owner_id, "Europe/Paris", "mail", None, "apv_" + "8" * 32)
+    assert (await mark.reconcile(ctx, MailMarkReadArgs(message_ids=ids))).outcome == "not_done"
+    assert (await trash.reconcile(ctx, MailTrashArgs(message_ids=ids))).outcome == "not_done"
+    await rig.box.mark_read(listed[:2])
+    assert (await mark.reconcile(ctx, MailMarkReadArgs(message_ids=ids))).outcome == "done"
+    await rig.box.trash(listed[:1])
+    assert (await trash.reconcile(ctx, MailTrashArgs(message_ids=ids))).outcome == "unknown"  # one of two moved
+    await rig.box.trash(listed[1:2])
+    found = await trash.reconcile(ctx, MailTrashArgs(message_ids=ids))
+    assert found.outcome == "done" and found.result is not None and found.result["changed"] == 2
+    builtin_owner = svc.exec_context(rig.ctx.owner_id + "_b", "Europe/Paris", "mail", None, "apv_" + "9" * 32)
+    assert not trash.leaves_tollgate(builtin_owner.owner_id)  # an owner on Tollgate's tables writes locally
