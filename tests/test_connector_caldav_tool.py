@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import httpx
 import pytest
 
 from graph.app import open_app
@@ -40,7 +41,7 @@ from tests.fakes import ScriptedModel
 from tests.harness import Clock, Turns
 from tools.builtin import default_registry
 from tools.connectors.caldav import CalDavAccount, CalDavCalendar, RemoteEvent
-from tools.connectors.caldav_calendar import ACCOUNT_NAMES
+from tools.connectors.caldav_calendar import ACCOUNT_NAMES, CalDavEvents
 from tools.demo import seed_demo
 
 PARIS = ZoneInfo("Europe/Paris")
@@ -101,6 +102,31 @@ async def test_list_cancel_the_2nd_one_approve_and_the_server_changes_once(rig: 
     assert done.outcome == "executed", done.reply
     assert [(e.title, e.status) for e in await _events(rig)] == [("Standup", "CONFIRMED"), ("Dentist", "CANCELLED")]
     await rig.turns.check_approvals(rig.thread)
+
+
+async def test_events_are_found_again_by_name_or_by_their_hashed_address(rig: Rig) -> None:
+    """Tollgate's events (named by a UUID) are read back with one GET; one another client stored
+    under a name that does not fit an id is found by listing. Both can be cancelled."""
+    ics = (b"BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//phone//EN\r\nBEGIN:VEVENT\r\nUID:phone-1\r\n"
+           b"DTSTAMP:20261130T090000Z\r\nDTSTART:20261202T150000Z\r\nDTEND:20261202T160000Z\r\n"
+           b"SUMMARY:Haircut\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n")
+    put = httpx.put(rig.remote.url + "from_my_phone%20(1).ics", content=ics, auth=("alice", _PASSWORD), timeout=10,
+                    headers={"Content-Type": "text/calendar"})
+    assert put.status_code in (201, 204), put.text
+    listed = await rig.turns.send(rig.ctx, rig.thread, "what's on my calendar this week?")
+    assert listed.reply is not None and "Haircut" in listed.reply
+    ctx = rig.turns.runner.services.exec_context(rig.ctx.owner_id, "Europe/Paris", "calendar", None, None)
+    ids = {r["title"]: r["id"] for r in await CalDavEvents(rig.remote).window(ctx, NOW, None, None, 10)}
+    assert ids["Haircut"].startswith("cdh_") and ids["Dentist"].startswith("cdv_") and ids["Standup"].startswith("cdv_")
+    assert (await CalDavEvents(rig.remote).load(ctx, ids["Dentist"]))["title"] == "Dentist"
+    for title in ("Haircut", "Dentist"):
+        await rig.turns.send(rig.ctx, rig.thread, "what's on my calendar this week?")
+        proposed = await rig.turns.send(rig.ctx, rig.thread, f"cancel the {title.lower()}")
+        assert proposed.approval is not None and title in proposed.approval.preview, proposed.reply
+        done = await rig.turns.decide(rig.ctx, proposed.approval.approval_id, {"type": "approve"})
+        assert done.outcome == "executed", done.reply
+    assert {e.title: e.status for e in await _events(rig)} == {"Standup": "CONFIRMED", "Dentist": "CANCELLED",
+                                                               "Haircut": "CANCELLED"}
 
 
 async def test_an_event_changed_after_the_approval_was_asked_is_not_written(rig: Rig) -> None:

@@ -6,9 +6,10 @@ backend its owner uses (``TOLLGATE_CALENDAR_BACKEND``, per owner in
 executors and previews on that store (:func:`tools.connectors.backends.on_stores`), so summaries,
 previews, approvals and the honesty of replies are the built-in tool's.
 
-An event's id is its server address hashed with the version it was listed at
-(``cdv_<address>_<version>``): an approval binds the version the owner saw, and a write to an
-event changed since is refused (:class:`~tools.connectors.caldav.StaleEvent`).
+An event's id is its name on the server (``cdv_<name>_<version>``, read back with one GET; an
+address too long or odd for an id is hashed, ``cdh_<hash>_<version>``, and found by listing) with
+a hash of the version it was listed at: an approval binds the version the owner saw, and a write
+to an event changed since is refused (:class:`~tools.connectors.caldav.StaleEvent`).
 
 For an owner on CalDAV the writes are remote writes (``ActionSpec.remote_for``): the intent is
 committed before the server is touched and the outcome after. After a crash in between, the
@@ -19,6 +20,7 @@ so what happened is recorded as done and what did not as not done; nothing is wr
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -36,7 +38,8 @@ __all__ = ["ACCOUNT_NAMES", "AccountMissing", "CalDavEvents", "calendar_for"]
 
 ACCOUNT_NAMES: Final = ("caldav_url", "caldav_username", "caldav_password")
 """The calendar tool's credentials (``tollgate account add``) that make an owner's CalDAV account."""
-_LOOK_BACK: Final = timedelta(days=400)  # how far back an event listed earlier is looked for
+_LOOK_BACK: Final = timedelta(days=400)  # how far back an event with a hashed id is looked for
+_PLAIN_NAME: Final = re.compile(r"[A-Za-z0-9-]{1,48}")  # what fits an id as it is (a UUID does)
 
 
 class AccountMissing(TollgateError):
@@ -52,12 +55,17 @@ def _hash(value: str, chars: int) -> str:
     return hashlib.sha256(value.encode()).hexdigest()[:chars]
 
 
-def _event_id(event: RemoteEvent) -> str:
-    return f"cdv_{_hash(event.href, 20)}_{_hash(event.etag, 8)}"
+def _event_id(calendar: CalDavCalendar, event: RemoteEvent) -> str:
+    """``cdv_<name>_<version>`` for an event stored as ``<name>.ics`` with a short plain name (found
+    again with one GET), else ``cdh_<hash of its address>_<version>`` (found again by listing)."""
+    name = event.href.removeprefix(calendar.url).removesuffix(".ics")
+    if _PLAIN_NAME.fullmatch(name) and event.href == f"{calendar.url}{name}.ics":
+        return f"cdv_{name}_{_hash(event.etag, 8)}"
+    return f"cdh_{_hash(event.href, 20)}_{_hash(event.etag, 8)}"
 
 
-def _row(event: RemoteEvent) -> dict[str, Any]:
-    return {"id": _event_id(event), "title": event.title, "starts_at": event.starts_at, "ends_at": event.ends_at,
+def _row(calendar: CalDavCalendar, event: RemoteEvent) -> dict[str, Any]:
+    return {"id": _event_id(calendar, event), "title": event.title, "starts_at": event.starts_at, "ends_at": event.ends_at,
             "location": event.location, "description": event.description,
             "status": "cancelled" if event.status == "CANCELLED" else "confirmed", "remote": event}
 
@@ -85,40 +93,49 @@ class CalDavEvents:
 
     async def now_held(self, ctx: ExecContext, event_id: str) -> tuple[dict[str, Any] | None, bool]:
         """The event ``event_id`` names as the server holds it now, and whether it is still the version listed."""
-        place, _, version = event_id.removeprefix("cdv_").partition("_")
+        kind, place, version = (event_id.split("_") + ["", "", ""])[:3]
+        if kind == "cdv" and _PLAIN_NAME.fullmatch(place):
+            try:
+                event = await self.calendar.get(f"{self.calendar.url}{place}.ics")
+            except NotFound:
+                return None, False
+            return _row(self.calendar, event), _hash(event.etag, 8) == version
         for event in await self.calendar.list(ctx.now - _LOOK_BACK, None):
             if _hash(event.href, 20) == place:
-                return _row(event), _hash(event.etag, 8) == version
+                return _row(self.calendar, event), _hash(event.etag, 8) == version
         return None, False
 
     async def window(self, ctx: ExecContext, start: datetime, end: datetime | None, contains: str | None,
                      limit: int) -> list[dict[str, Any]]:
         events = [e for e in await self.calendar.list(start, end) if e.status != "CANCELLED" and _contains(e, contains)]
-        return [_row(e) for e in events[:limit]]
+        return [_row(self.calendar, e) for e in events[:limit]]
 
     async def overlaps(self, ctx: ExecContext, start: datetime, end: datetime, skip: str = "") -> list[dict[str, Any]]:
-        rows = [_row(e) for e in await self.calendar.list(start, end) if e.status != "CANCELLED"]
+        rows = [_row(self.calendar, e) for e in await self.calendar.list(start, end) if e.status != "CANCELLED"]
         return [r for r in rows if r["id"] != skip][:3]
 
     async def insert(self, ctx: ExecContext, title: str, start: datetime, end: datetime, location: str) -> dict[str, Any]:
         if ctx.idempotency_key is None:
             raise Unavailable("a write without its idempotency key")  # every approved write has one
-        return _row(await self.calendar.create(ctx.idempotency_key, title=title, starts_at=start, ends_at=end,
-                                               location=location, now=ctx.now))
+        created = await self.calendar.create(ctx.idempotency_key, title=title, starts_at=start, ends_at=end,
+                                             location=location, now=ctx.now)
+        return _row(self.calendar, created)
 
     async def change(self, ctx: ExecContext, row: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
-        return _row(await self.calendar.update(row["remote"], now=ctx.now, title=new["title"],
-                                               starts_at=new["starts_at"], ends_at=new["ends_at"],
-                                               location=new["location"]))
+        changed = await self.calendar.update(row["remote"], now=ctx.now, title=new["title"],
+                                             starts_at=new["starts_at"], ends_at=new["ends_at"], location=new["location"])
+        return _row(self.calendar, changed)
 
     async def cancel(self, ctx: ExecContext, row: dict[str, Any]) -> dict[str, Any] | None:
-        return _row(await self.calendar.cancel(row["remote"], now=ctx.now))
+        return _row(self.calendar, await self.calendar.cancel(row["remote"], now=ctx.now))
 
 
 async def _reconcile_create(ctx: ExecContext, args: CalendarCreateArgs, store: CalDavEvents) -> Reconciled:
     """The event of the write's key exists: done. It does not: not done."""
     found = await store.calendar.created(ctx.idempotency_key or "")
-    return Reconciled.done(builtin.created_result(ctx, _row(found))) if found is not None else Reconciled.not_done()
+    if found is None:
+        return Reconciled.not_done()
+    return Reconciled.done(builtin.created_result(ctx, _row(store.calendar, found)))
 
 
 async def _reconcile_cancel(ctx: ExecContext, args: CalendarCancelArgs, store: CalDavEvents) -> Reconciled:
