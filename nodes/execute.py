@@ -128,7 +128,8 @@ async def _run_once(
     """
     args = load_args(spec.args, plan["args"])
     tool = svc.registry.tool(plan["tool"])
-    database = tool is not None and tool.database
+    # An owner whose store is their own server reads it without holding one of the pool's connections.
+    database = tool is not None and tool.database and not spec.leaves_tollgate(ctx.owner_id)
     try:
         if key is None:
             async with _read_connection(svc, ctx.owner_id, database) as conn:

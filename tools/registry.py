@@ -288,8 +288,9 @@ class ActionSpec:
     description, written by whoever sent the invitation)."""
     remote_for: Callable[[str], bool] | None = None
     """For a tool whose store is chosen per owner (Tollgate's tables, or the owner's own server):
-    whether this owner's write leaves Tollgate. It then runs as a remote write for that owner
-    (intent first, ``reconcile`` after a crash); ``remote`` means every owner."""
+    whether this owner's calls leave Tollgate. For that owner a write then runs as a remote write
+    (intent first, ``reconcile`` after a crash) and a read holds no database connection while the
+    remote server answers; ``remote`` means every owner."""
     reconcile: Reconciler | None = None
     """For a remote write: after a crash between the remote call and its record, says whether it
     happened. Without it such a write ends ``unknown`` and the owner is told so."""
@@ -298,7 +299,7 @@ class ActionSpec:
     effect (it moves mail to the trash); without it such an action refuses to register."""
 
     def leaves_tollgate(self, owner_id: str) -> bool:
-        """Whether ``owner_id``'s write of this action is remote (``remote``, or ``remote_for`` says so)."""
+        """Whether ``owner_id``'s call of this action is remote (``remote``, or ``remote_for`` says so)."""
         return self.remote or (self.remote_for is not None and self.remote_for(owner_id))
 
     @property

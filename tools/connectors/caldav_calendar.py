@@ -189,6 +189,7 @@ def calendar_for(settings: Mapping[str, Any] | None) -> ToolSpec:
 
     hooks = {"create": _reconcile_create, "update": _reconcile_update, "cancel_event": _reconcile_cancel}
     changes = {name: {"remote_for": on_caldav, "reconcile": reconcile(hook)} for name, hook in hooks.items()}
+    changes |= {name: {"remote_for": on_caldav} for name in ("list", "get")}
     runs = {"list": builtin.list_events, "get": builtin.get_event, "create": builtin.create_event,
             "update": builtin.update_event, "cancel_event": builtin.cancel_event}
     previews = {"create": builtin.preview_create, "update": builtin.preview_update, "cancel_event": builtin.preview_cancel}

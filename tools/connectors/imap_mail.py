@@ -160,4 +160,5 @@ def mail_for(settings: Mapping[str, Any] | None) -> ToolSpec:
         return call
 
     changes = {name: {"remote_for": on_imap, "reconcile": reconcile(hook)} for name, hook in hooks.items()}
+    changes |= {name: {"remote_for": on_imap} for name in ("list", "read")}
     return on_stores(MAIL, store_for, runs, previews, changes)
