@@ -137,3 +137,44 @@ async def test_stop_reaches_the_server_process_that_runs_the_turn(settings: Sett
             assert stopped.json() == {"stopped": True}
             answer = await asyncio.wait_for(sending, 20)  # well before the model's 30 s
             assert answer.status_code == 409 and answer.json()["code"] == "cancelled"
+
+
+async def test_a_stop_of_a_turn_waiting_in_another_process_says_it_stopped_it(
+    settings: Settings, db: Database, demo_token: str
+) -> None:
+    """A turn queued behind its owner's only slot holds no lease yet: the process running it stops it
+    when it hears the stop, and the stop pressed on another process answers that it did (it said
+    ``stopped: false`` while the turn was being stopped)."""
+    from tests.conftest import NOW
+
+    model = ScriptedModel(steps=[say("Hello A."), say("Hello B."), say("never said")])
+    auth = {"Authorization": f"Bearer {demo_token}", "Accept": "application/json"}
+    one_slot = settings.model_copy(update={"rate_limit_burst": 1000, "max_turns_per_owner": 1})
+    with serve(one_slot, picker_model=model, clock=Clock(NOW)) as running, serve(one_slot, clock=Clock(NOW)) as other:
+        async with httpx.AsyncClient(timeout=60) as client:
+            threads = [(await client.post(f"{running.url}/v1/chat", headers=auth, json={"message": "hi"})).json()["thread_id"]
+                       for _ in range(2)]
+            model.latency = 30.0
+            slow = asyncio.create_task(client.post(f"{running.url}/v1/chat", headers=auth,
+                                                   json={"message": "think hard", "thread_id": threads[0]}))
+            for _ in range(200):  # until the slow turn holds the owner's one slot (and its thread)
+                if await _held(db, threads[0]):
+                    break
+                await asyncio.sleep(0.05)
+            queued = asyncio.create_task(client.post(f"{running.url}/v1/chat", headers=auth,
+                                                     json={"message": "and this", "thread_id": threads[1]}))
+            await asyncio.sleep(0.5)  # it waits for the slot, holding no lease
+            assert not queued.done() and not await _held(db, threads[1])
+            stopped = await client.post(f"{other.url}/v1/threads/{threads[1]}/stop", headers=auth)
+            assert stopped.json() == {"stopped": True}
+            answer = await asyncio.wait_for(queued, 20)
+            assert answer.status_code == 409 and answer.json()["code"] == "cancelled"
+            assert (await client.post(f"{other.url}/v1/threads/{threads[0]}/stop", headers=auth)).json() == {"stopped": True}
+            assert (await asyncio.wait_for(slow, 20)).status_code == 409
+
+
+async def _held(db: Database, thread_id: str) -> bool:
+    async with all_rows(db) as conn:
+        cur = await conn.execute("SELECT 1 FROM thread_leases WHERE thread_id = %s AND holder IS NOT NULL"
+                                 " AND expires_at > clock_timestamp()", (thread_id,))
+        return await cur.fetchone() is not None

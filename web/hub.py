@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -40,9 +41,12 @@ _log = logging.getLogger("tollgate.web")
 _POLL_SECONDS: Final = 1.0
 _SHUTDOWN_GRACE_SECONDS: Final = 10.0
 STOP_CHANNEL: Final = "tollgate_stop"
-"""The PostgreSQL channel a stop is announced on (its payload: the thread id), so the server process
-that runs the turn stops it, whichever process the owner asked."""
+"""The PostgreSQL channel a stop is announced on (its payload: a request id and the thread id), so
+the server process that runs the turn stops it, whichever process the owner asked."""
+STOPPED_CHANNEL: Final = "tollgate_stopped"
+"""Where a process that stopped a run announced on :data:`STOP_CHANNEL` says so (its payload: the request id)."""
 _RELISTEN_SECONDS: Final = 1.0
+_ACK_SECONDS: Final = 1.0  # how long a stop of a run not holding its thread waits to hear it was stopped
 
 FAILED_RUN_MESSAGE: Final = "the turn failed before it completed"
 """The message of the ``error`` event that ends a failed run."""
@@ -103,6 +107,8 @@ class TurnHub:
         self._live: Counter[str] = Counter()
         self._signals: dict[str, asyncio.Event] = {}
         self._listener: asyncio.Task[None] | None = None
+        self._acks: dict[str, asyncio.Future[None]] = {}  # stops announced from here, waiting to be heard
+        self._replies: set[asyncio.Task[None]] = set()
         self.owned = store.OwnedThreads()
         """Threads known to be their owner's (the early ownership check of a request)."""
 
@@ -118,32 +124,68 @@ class TurnHub:
             try:
                 async with await AsyncConnection.connect(self.db.url, autocommit=True) as conn:
                     await conn.execute(f"LISTEN {STOP_CHANNEL}")
+                    await conn.execute(f"LISTEN {STOPPED_CHANNEL}")
                     if not ready.done():
                         ready.set_result(None)
                     async for notice in conn.notifies():
-                        self.stop(notice.payload)
+                        self._heard(notice.channel, notice.payload)
             except OperationalError as exc:
                 _log.warning("listening for stops failed (%s); listening again", type(exc).__name__)
                 if not ready.done():
                     ready.set_result(None)  # the server still starts: stops then reach this process only
                 await asyncio.sleep(_RELISTEN_SECONDS)
 
-    async def request_stop(self, thread_id: str) -> bool:
-        """Stop the turn on ``thread_id`` wherever it runs; ``True`` if one is running (here, or holding its lease).
+    def _heard(self, channel: str, payload: str) -> None:
+        """A stop announced by a process (stop the run if it is here, and say so), or a process saying it stopped one."""
+        request, _, thread_id = payload.partition(" ")
+        if channel == STOPPED_CHANNEL:
+            ack = self._acks.get(payload)
+            if ack is not None and not ack.done():
+                ack.set_result(None)
+        elif self.stop(thread_id):
+            reply = asyncio.create_task(self._say_stopped(request), name="turn-hub:stopped")
+            self._replies.add(reply)
+            reply.add_done_callback(self._replies.discard)
+
+    async def _say_stopped(self, request: str) -> None:
+        try:
+            async with self.db.pool.connection() as conn:
+                await conn.execute("SELECT pg_notify(%s, %s)", (STOPPED_CHANNEL, request))
+        except OperationalError as exc:  # the asking process then answers from the lease alone
+            _log.warning("announcing a stop failed (%s)", type(exc).__name__)
+
+    async def request_stop(self, thread_id: str, *, answer: bool = True) -> bool:
+        """Stop the turn on ``thread_id`` wherever it runs; ``True`` if one was running.
 
         A run in this process stops at once; one in another server process stops when that process
         hears the announcement (a run of a background worker is not stopped: cancel the run instead).
+        A run holding its thread's lease is running; one still waiting for a slot or for its thread
+        holds no lease, so the answer waits a moment for the process that stopped it to say so
+        (unless ``answer`` is false: a caller that does not report it, such as a thread's deletion).
         """
         if self.stop(thread_id):
             return True
-        async with self.db.pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT pg_notify(%s, %s), EXISTS (SELECT 1 FROM thread_leases WHERE thread_id = %s"
-                " AND holder IS NOT NULL AND expires_at > clock_timestamp()) AS held",
-                (STOP_CHANNEL, thread_id, thread_id),
-            )
-            row = await cur.fetchone()
-        return bool(row and row["held"])
+        request = uuid.uuid4().hex
+        ack = self._acks[request] = asyncio.get_running_loop().create_future()
+        try:
+            async with self.db.pool.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT pg_notify(%s, %s), EXISTS (SELECT 1 FROM thread_leases WHERE thread_id = %s"
+                    " AND holder IS NOT NULL AND expires_at > clock_timestamp()) AS held",
+                    (STOP_CHANNEL, f"{request} {thread_id}", thread_id),
+                )
+                row = await cur.fetchone()
+            if row and row["held"]:
+                return True
+            if not answer:
+                return False
+            try:
+                await asyncio.wait_for(asyncio.shield(ack), _ACK_SECONDS)
+            except TimeoutError:
+                return False
+            return True
+        finally:
+            del self._acks[request]
 
     async def start(self, owner_id: str, thread_id: str, events: AsyncIterator[TurnEvent]) -> tuple[LiveRun, TurnEvent]:
         """Run ``events`` detached; return once its first event is recorded.

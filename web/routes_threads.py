@@ -92,7 +92,7 @@ async def delete_thread(thread_id: Annotated[str, Path(pattern=THREAD_ID_PATTERN
     can run any more). Soft: its audit trail stays."""
     db = principal.app.services.db
     await store.require_thread(db, principal.owner_id, thread_id)  # before anything: another owner's stops nothing
-    await principal.hub.request_stop(thread_id)
+    await principal.hub.request_stop(thread_id, answer=False)
     await store.delete_thread(db, principal.owner_id, thread_id)
     principal.hub.owned.forget(principal.owner_id, thread_id)
     return Response(status_code=204)
