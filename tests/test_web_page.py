@@ -162,7 +162,9 @@ async def test_rename_search_and_delete_from_the_page(
         await expect(page.locator("#thread-list button.thread")).to_have_count(1)
         await _check(page, f"{size}-search")
         if size == "phone":
-            await page.keyboard.press("Escape")
+            await page.keyboard.press("Escape")  # closes the drawer, and only that: the search stays
+            await page.wait_for_timeout(400)  # longer than the search box's debounce
+            await expect(page.locator("#thread-search")).to_have_value("plans")
         page.once("dialog", lambda d: d.accept())
         await page.click("#delete-thread")
         await expect(page.locator("#thread-title")).to_have_text("New chat")

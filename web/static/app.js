@@ -718,6 +718,8 @@ function init() {
   document.addEventListener("keydown", (e) => {
     if (e.key === "Escape") {
       if (state.busy && document.activeElement === $("#message")) stopTurn();
+      // Escape that closes a drawer only closes it: a search box would clear itself too.
+      if (document.querySelector(".drawer.open")) e.preventDefault();
       closeDrawers();
     }
   });
