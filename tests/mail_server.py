@@ -1,7 +1,8 @@
 """Real mail servers for the connector tests: Dovecot (IMAP) and aiosmtpd (SMTP) on loopback.
 
-Dovecot runs with a throw-away configuration under the test's directory: plain-text logins
-from a passwd file, maildirs under ``mail/``, the special-use folders Sent, Trash and Drafts,
+Dovecot runs with a throw-away configuration in a directory of its own: plain-text logins
+from a passwd file, on a plain and a TLS port (a certificate for :data:`TLS_NAME` from a test
+authority), maildirs under ``mail/``, the special-use folders Sent, Trash and Drafts,
 all mail stored as the unprivileged ``nobody`` user. The SMTP server (:mod:`tests.smtp_server`)
 delivers into those mailboxes with Dovecot's own delivery agent. :meth:`MailServers.stop_imap`
 and :meth:`start_imap` take Dovecot away and bring it back with the same mail.
@@ -26,7 +27,10 @@ from typing import IO, Any
 
 from tests.children import free_port
 
-__all__ = ["MailServers", "mail_servers"]
+__all__ = ["TLS_NAME", "MailServers", "mail_servers"]
+
+TLS_NAME = "mail.example.com"
+"""The name the servers' certificate is for (its own test authority signs it: ``MailServers.ca``)."""
 
 _ROOT = Path(__file__).resolve().parent.parent
 DOMAIN = "example.test"
@@ -51,6 +55,10 @@ class MailServers:
     users: dict[str, str]
     imap_port: int
     smtp_port: int
+    imaps_port: int = 0
+    """IMAP over TLS (a certificate for :data:`TLS_NAME`)."""
+    smtps_port: int = 0
+    """SMTP over TLS (the same certificate)."""
     smtp: subprocess.Popen[Any] | None = field(default=None, repr=False)
     _smtp_log: IO[bytes] | None = field(default=None, repr=False)
 
@@ -61,6 +69,11 @@ class MailServers:
     @property
     def smtp_url(self) -> str:
         return f"smtp://127.0.0.1:{self.smtp_port}"
+
+    @property
+    def ca(self) -> Path:
+        """The certificate of the authority that signed the servers' certificate."""
+        return self.root / "ca.pem"
 
     def address(self, user: str) -> str:
         return f"{user}@{DOMAIN}"
@@ -85,9 +98,10 @@ class MailServers:
     def start_smtp(self) -> None:
         self._smtp_log = (self.root / "smtp.log").open("ab")
         self.smtp = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            [sys.executable, "-m", "tests.smtp_server", str(self.root), str(self.smtp_port)],
+            [sys.executable, "-m", "tests.smtp_server", str(self.root), str(self.smtp_port), str(self.smtps_port)],
             cwd=_ROOT, stdout=self._smtp_log, stderr=subprocess.STDOUT)
         _wait_port(self.smtp_port, "the SMTP server", self.root / "smtp.log")
+        _wait_port(self.smtps_port, "the SMTP server (TLS)", self.root / "smtp.log")
 
     def stop_smtp(self) -> None:
         if self.smtp is not None and self.smtp.poll() is None:
@@ -119,13 +133,49 @@ class MailServers:
         (self.root / "FAIL_DATA").write_text("1")
 
 
-def _config(root: Path, imap_port: int) -> str:
+def _certificates(root: Path) -> None:
+    """A test authority (``ca.pem``) and a certificate for :data:`TLS_NAME` it signed (``cert.pem``, ``key.pem``)."""
+    from datetime import UTC, datetime, timedelta
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.now(UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Tollgate test mail authority")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(days=1))
+          .not_valid_after(now + timedelta(days=2))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                       content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                       key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+          .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+          .sign(ca_key, hashes.SHA256()))
+    leaf = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, TLS_NAME)]))
+            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - timedelta(days=1)).not_valid_after(now + timedelta(days=2))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(TLS_NAME)]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    (root / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (root / "cert.pem").write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    (root / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                     serialization.NoEncryption()))
+
+
+def _config(root: Path, imap_port: int, imaps_port: int) -> str:
     return f"""base_dir = {root}/run
 state_dir = {root}/state
 log_path = {root}/dovecot.log
 protocols = imap
 listen = 127.0.0.1
-ssl = no
+ssl = yes
+ssl_cert = <{root}/cert.pem
+ssl_key = <{root}/key.pem
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 mail_location = maildir:{root}/mail/%u
@@ -161,7 +211,9 @@ service imap-login {{
     port = {imap_port}
   }}
   inet_listener imaps {{
-    port = 0
+    address = 127.0.0.1
+    port = {imaps_port}
+    ssl = yes
   }}
 }}
 service anvil {{
@@ -190,8 +242,10 @@ def mail_servers(users: dict[str, str]) -> Iterator[MailServers]:
         (root / sub).mkdir(exist_ok=True)
     shutil.chown(root / "mail", "nobody", "nogroup")
     (root / "users").write_text("".join(f"{name}:{{PLAIN}}{password}::::::\n" for name, password in users.items()))
-    servers = MailServers(root=root, users=users, imap_port=free_port(), smtp_port=free_port())
-    (root / "dovecot.conf").write_text(_config(root, servers.imap_port))
+    servers = MailServers(root=root, users=users, imap_port=free_port(), smtp_port=free_port(),
+                          imaps_port=free_port(), smtps_port=free_port())
+    _certificates(root)
+    (root / "dovecot.conf").write_text(_config(root, servers.imap_port, servers.imaps_port))
     servers.start_imap()
     try:
         servers.start_smtp()

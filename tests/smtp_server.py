@@ -1,7 +1,7 @@
 """A real SMTP server for the mail connector tests: aiosmtpd, delivering into Dovecot.
 
-Run as ``python -m tests.smtp_server ROOT PORT``: it serves ``127.0.0.1:PORT`` with AUTH PLAIN
-and LOGIN against ROOT/users (the Dovecot passwd file the tests write) and hands each accepted
+Run as ``python -m tests.smtp_server ROOT PORT TLS_PORT``: it serves ``127.0.0.1:PORT`` in plain
+text and ``127.0.0.1:TLS_PORT`` over TLS (ROOT/cert.pem and key.pem), with AUTH PLAIN and LOGIN against ROOT/users (the Dovecot passwd file the tests write) and hands each accepted
 message to Dovecot's own delivery agent (``dovecot-lda``) for each local recipient, as a
 provider's mail server would. Every accepted message is also appended to ROOT/accepted.jsonl
 (its Message-ID and recipients), so a test can count what the server took. ``FAIL_DATA`` in
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -74,15 +75,24 @@ def _authenticator(root: Path) -> Any:
 
 
 def main() -> None:
-    root, port = Path(sys.argv[1]), int(sys.argv[2])
-    controller = Controller(_Deliver(root), hostname="127.0.0.1", port=port, authenticator=_authenticator(root),
-                            auth_require_tls=False, auth_required=True)
-    controller.start()
+    root, port, tls_port = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(root / "cert.pem", root / "key.pem")
+    controllers = [
+        Controller(_Deliver(root), hostname="127.0.0.1", port=port, authenticator=_authenticator(root),
+                   auth_require_tls=False, auth_required=True),
+        # aiosmtpd counts only STARTTLS as TLS: on the implicit-TLS port AUTH must be allowed explicitly.
+        Controller(_Deliver(root), hostname="127.0.0.1", port=tls_port, authenticator=_authenticator(root),
+                   auth_require_tls=False, auth_required=True, ssl_context=tls),
+    ]
+    for controller in controllers:
+        controller.start()
     print("ready", flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     stop.wait()
-    controller.stop()
+    for controller in controllers:
+        controller.stop()
 
 
 if __name__ == "__main__":

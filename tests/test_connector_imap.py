@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ssl
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -19,7 +21,7 @@ from policies.egress import EgressPolicy
 from policies.errors import EgressDenied, NotFound
 from tests.conftest import NOW
 from tests.harness import Clock
-from tests.mail_server import MailServers, mail_servers
+from tests.mail_server import TLS_NAME, MailServers, mail_servers
 from tests.server_harness import LiveServer, issue_token, serve
 from tools.connectors.errors import AccountRefused, ServerAway
 from tools.connectors.imap import ImapMailbox, MailAccount, SendRefused
@@ -143,6 +145,33 @@ async def test_connections_go_to_the_address_the_egress_gate_checked(settings: S
     assert set(looked_up) == {"mail.example.com"}
     with pytest.raises(EgressDenied, match="metadata"):
         await box("rebind.example.com").check()
+
+
+def _tls_box(servers: MailServers, host: str, resolver: Any, smtp_host: str | None = None) -> ImapMailbox:
+    http = EgressClient(EgressPolicy.build(allow_networks=["127.0.0.0/8"]), resolver=resolver)
+    account = MailAccount(f"imaps://{host}:{servers.imaps_port}", f"smtps://{smtp_host or host}:{servers.smtps_port}",
+                          "alice", _USERS["alice"], servers.address("alice"))
+    return ImapMailbox(http, account, tls=ssl.create_default_context(cafile=str(servers.ca)))
+
+
+async def test_tls_to_the_pinned_address_verifies_the_certificate_for_the_host(
+    settings: Settings, servers: MailServers
+) -> None:
+    """Over TLS the connection goes to the address the gate checked, and the certificate is verified
+    for the account's host name: a certificate for another name is refused, clearly, not retried."""
+    async def loopback(host: str, port: int) -> list[str]:
+        return ["127.0.0.1"]
+
+    box = _tls_box(servers, TLS_NAME, loopback)
+    await box.check()
+    before = len(servers.accepted())
+    sent = await box.send("apv_" + "6" * 32, to=[servers.address("bob")], subject="Over TLS", body="Sealed.", now=NOW)
+    assert sent.folder == "sent" and len(servers.accepted()) == before + 1
+    with pytest.raises(EgressDenied, match="certificate_refused"):
+        await _tls_box(servers, "imposter.example.com", loopback).check()
+    with pytest.raises(EgressDenied, match="certificate_refused"):
+        await _tls_box(servers, TLS_NAME, loopback, smtp_host="imposter.example.com").send("apv_" + "7" * 32, to=[servers.address("bob")], subject="No", body="No.", now=NOW)
+    assert len(servers.accepted()) == before + 1 and (await box.list("drafts"))[0] == []
 
 
 async def test_a_server_that_goes_away_is_transient_and_comes_back(settings: Settings, servers: MailServers) -> None:

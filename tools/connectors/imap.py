@@ -20,8 +20,9 @@ contract:
   for the host; ``smtp+starttls://`` upgrades before logging in.
 * **Through the egress gate.** Each connection goes to the one address the gate checked for the
   account's host and port (:meth:`graph.egress_transport.EgressClient.address`); TLS is verified
-  against the host name. A server that cannot be reached is
-  :class:`~tools.connectors.errors.ServerAway` (transient).
+  against the host name, and a certificate that does not verify is refused
+  (:class:`~policies.errors.EgressDenied`, ``certificate_refused``). A server that cannot be
+  reached is :class:`~tools.connectors.errors.ServerAway` (transient).
 * **Hostile servers.** Bodies are fetched up to a cap, headers are decoded by the standard
   library's parser and clipped, responses that do not parse are skipped.
 
@@ -356,6 +357,16 @@ class _Session:
             await self.client.uid("expunge", ",".join(map(str, uids)))
 
 
+def _certificate_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is (or wraps) a certificate that did not verify for the host."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 async def _close(client: aioimaplib.IMAP4) -> None:
     """Log out if the session got that far, and close the connection whatever happened."""
     try:
@@ -394,8 +405,10 @@ def _folders(lines: Sequence[Any]) -> dict[str, str]:
 class ImapMailbox:
     """One owner's mailbox over IMAP and their outgoing server over SMTP, through ``http``'s egress gate."""
 
-    def __init__(self, http: EgressClient, account: MailAccount) -> None:
+    def __init__(self, http: EgressClient, account: MailAccount, *, tls: ssl.SSLContext | None = None) -> None:
+        """``tls`` verifies the servers' certificates: the system's authorities unless given (a test's own)."""
         self.account = account
+        self._tls = tls or ssl.create_default_context()
         self._imap = _endpoint(account.imap_url, ("imaps", "imap"), account.plaintext_hosts)
         self._smtp = _endpoint(account.smtp_url, ("smtps", "smtp+starttls", "smtp"), account.plaintext_hosts)
         self._http = http.for_hosts(*(f"[{e.host}]:{e.port}" if ":" in e.host else f"{e.host}:{e.port}"
@@ -407,7 +420,7 @@ class ImapMailbox:
         """A logged-in IMAP session; every failure to reach the server is :class:`ServerAway`."""
         address = await self._http.address(self._imap.host, self._imap.port)
         loop = _PinnedLoop(asyncio.get_running_loop(), address, self._imap.host)
-        context = ssl.create_default_context() if self._imap.security == "tls" else None
+        context = self._tls if self._imap.security == "tls" else None
         try:
             async with asyncio.timeout(self._timeout * 3):
                 client = aioimaplib.IMAP4(host=self._imap.host, port=self._imap.port, loop=loop,  # type: ignore[arg-type]
@@ -420,6 +433,8 @@ class ImapMailbox:
                     yield _Session(client, _folders(listed.lines if _ok(listed) else []))
                 finally:
                     await _close(client)
+        except ssl.SSLCertVerificationError:
+            raise EgressDenied("certificate_refused") from None
         except (OSError, TimeoutError, ssl.SSLError, aioimaplib.Abort, aioimaplib.CommandTimeout,
                 asyncio.IncompleteReadError):
             raise ServerAway(_SERVER) from None
@@ -590,15 +605,18 @@ class ImapMailbox:
             sock.close()
             raise ServerAway(_SERVER) from None
         smtp = aiosmtplib.SMTP(hostname=self._smtp.host, sock=sock, use_tls=self._smtp.security == "tls",
-                               start_tls=self._smtp.security == "starttls", timeout=self._timeout)
+                               start_tls=self._smtp.security == "starttls", tls_context=self._tls,
+                               timeout=self._timeout)
         try:
             await smtp.connect()
             await smtp.login(self.account.username, self.account.password)
         except aiosmtplib.SMTPAuthenticationError:
             smtp.close()
             raise AccountRefused(_SERVER) from None
-        except (aiosmtplib.SMTPException, OSError, TimeoutError, ssl.SSLError):
+        except (aiosmtplib.SMTPException, OSError, TimeoutError, ssl.SSLError) as exc:
             smtp.close()
+            if _certificate_refused(exc):
+                raise EgressDenied("certificate_refused") from None
             raise ServerAway(_SERVER) from None
         return smtp
 
