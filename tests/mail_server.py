@@ -59,6 +59,8 @@ class MailServers:
     """IMAP over TLS (a certificate for :data:`TLS_NAME`)."""
     smtps_port: int = 0
     """SMTP over TLS (the same certificate)."""
+    submission_port: int = 0
+    """SMTP with STARTTLS required before anything else (the same certificate)."""
     smtp: subprocess.Popen[Any] | None = field(default=None, repr=False)
     _smtp_log: IO[bytes] | None = field(default=None, repr=False)
 
@@ -98,10 +100,12 @@ class MailServers:
     def start_smtp(self) -> None:
         self._smtp_log = (self.root / "smtp.log").open("ab")
         self.smtp = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            [sys.executable, "-m", "tests.smtp_server", str(self.root), str(self.smtp_port), str(self.smtps_port)],
+            [sys.executable, "-m", "tests.smtp_server", str(self.root), str(self.smtp_port), str(self.smtps_port),
+             str(self.submission_port)],
             cwd=_ROOT, stdout=self._smtp_log, stderr=subprocess.STDOUT)
         _wait_port(self.smtp_port, "the SMTP server", self.root / "smtp.log")
         _wait_port(self.smtps_port, "the SMTP server (TLS)", self.root / "smtp.log")
+        _wait_port(self.submission_port, "the SMTP server (STARTTLS)", self.root / "smtp.log")
 
     def stop_smtp(self) -> None:
         if self.smtp is not None and self.smtp.poll() is None:
@@ -243,7 +247,7 @@ def mail_servers(users: dict[str, str]) -> Iterator[MailServers]:
     shutil.chown(root / "mail", "nobody", "nogroup")
     (root / "users").write_text("".join(f"{name}:{{PLAIN}}{password}::::::\n" for name, password in users.items()))
     servers = MailServers(root=root, users=users, imap_port=free_port(), smtp_port=free_port(),
-                          imaps_port=free_port(), smtps_port=free_port())
+                          imaps_port=free_port(), smtps_port=free_port(), submission_port=free_port())
     _certificates(root)
     (root / "dovecot.conf").write_text(_config(root, servers.imap_port, servers.imaps_port))
     servers.start_imap()

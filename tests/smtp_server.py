@@ -1,7 +1,8 @@
 """A real SMTP server for the mail connector tests: aiosmtpd, delivering into Dovecot.
 
-Run as ``python -m tests.smtp_server ROOT PORT TLS_PORT``: it serves ``127.0.0.1:PORT`` in plain
-text and ``127.0.0.1:TLS_PORT`` over TLS (ROOT/cert.pem and key.pem), with AUTH PLAIN and LOGIN against ROOT/users (the Dovecot passwd file the tests write) and hands each accepted
+Run as ``python -m tests.smtp_server ROOT PORT TLS_PORT STARTTLS_PORT``: it serves
+``127.0.0.1:PORT`` in plain text, ``TLS_PORT`` over TLS and ``STARTTLS_PORT`` with STARTTLS required
+(ROOT/cert.pem and key.pem), with AUTH PLAIN and LOGIN against ROOT/users (the Dovecot passwd file the tests write) and hands each accepted
 message to Dovecot's own delivery agent (``dovecot-lda``) for each local recipient, as a
 provider's mail server would. Every accepted message is also appended to ROOT/accepted.jsonl
 (its Message-ID and recipients), so a test can count what the server took. ``FAIL_DATA`` in
@@ -75,7 +76,7 @@ def _authenticator(root: Path) -> Any:
 
 
 def main() -> None:
-    root, port, tls_port = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    root, port, tls_port, starttls_port = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(root / "cert.pem", root / "key.pem")
     controllers = [
@@ -84,6 +85,8 @@ def main() -> None:
         # aiosmtpd counts only STARTTLS as TLS: on the implicit-TLS port AUTH must be allowed explicitly.
         Controller(_Deliver(root), hostname="127.0.0.1", port=tls_port, authenticator=_authenticator(root),
                    auth_require_tls=False, auth_required=True, ssl_context=tls),
+        Controller(_Deliver(root), hostname="127.0.0.1", port=starttls_port, authenticator=_authenticator(root),
+                   auth_required=True, tls_context=tls, require_starttls=True),
     ]
     for controller in controllers:
         controller.start()

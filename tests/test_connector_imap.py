@@ -147,10 +147,13 @@ async def test_connections_go_to_the_address_the_egress_gate_checked(settings: S
         await box("rebind.example.com").check()
 
 
-def _tls_box(servers: MailServers, host: str, resolver: Any, smtp_host: str | None = None) -> ImapMailbox:
+def _tls_box(servers: MailServers, host: str, resolver: Any, smtp_host: str | None = None, *,
+             starttls: bool = False) -> ImapMailbox:
     http = EgressClient(EgressPolicy.build(allow_networks=["127.0.0.0/8"]), resolver=resolver)
-    account = MailAccount(f"imaps://{host}:{servers.imaps_port}", f"smtps://{smtp_host or host}:{servers.smtps_port}",
-                          "alice", _USERS["alice"], servers.address("alice"))
+    smtp = (f"smtp+starttls://{smtp_host or host}:{servers.submission_port}" if starttls
+            else f"smtps://{smtp_host or host}:{servers.smtps_port}")
+    account = MailAccount(f"imaps://{host}:{servers.imaps_port}", smtp, "alice", _USERS["alice"],
+                          servers.address("alice"))
     return ImapMailbox(http, account, tls=ssl.create_default_context(cafile=str(servers.ca)))
 
 
@@ -172,6 +175,11 @@ async def test_tls_to_the_pinned_address_verifies_the_certificate_for_the_host(
     with pytest.raises(EgressDenied, match="certificate_refused"):
         await _tls_box(servers, TLS_NAME, loopback, smtp_host="imposter.example.com").send("apv_" + "7" * 32, to=[servers.address("bob")], subject="No", body="No.", now=NOW)
     assert len(servers.accepted()) == before + 1 and (await box.list("drafts"))[0] == []
+    submission = _tls_box(servers, TLS_NAME, loopback, starttls=True)  # port 587's way: upgrade, then log in
+    await submission.send("apv_" + "8" * 32, to=[servers.address("bob")], subject="Upgraded", body="Then sent.", now=NOW)
+    assert len(servers.accepted()) == before + 2
+    with pytest.raises(EgressDenied, match="certificate_refused"):
+        await _tls_box(servers, TLS_NAME, loopback, "imposter.example.com", starttls=True).check()
 
 
 async def test_a_server_that_goes_away_is_transient_and_comes_back(settings: Settings, servers: MailServers) -> None:
