@@ -171,8 +171,8 @@ def _certificates(root: Path) -> None:
                                                      serialization.NoEncryption()))
 
 
-def _config(root: Path, imap_port: int, imaps_port: int) -> str:
-    return f"""base_dir = {root}/run
+def _config(root: Path, imap_port: int, imaps_port: int, capability: str | None) -> str:
+    return (f"imap_capability = {capability}\n" if capability else "") + f"""base_dir = {root}/run
 state_dir = {root}/state
 log_path = {root}/dovecot.log
 protocols = imap
@@ -232,8 +232,10 @@ service stats {{
 
 
 @contextmanager
-def mail_servers(users: dict[str, str]) -> Iterator[MailServers]:
+def mail_servers(users: dict[str, str], *, imap_capability: str | None = None) -> Iterator[MailServers]:
     """Dovecot and an SMTP server for ``users`` (name -> password), storing in a directory of their own.
+
+    ``imap_capability`` replaces what Dovecot announces after login (a server without MOVE, say).
 
     Not under pytest's directory: its sockets need a short path, and Dovecot's mail user must be
     able to reach the maildirs (pytest's directories are the test user's alone).
@@ -249,7 +251,7 @@ def mail_servers(users: dict[str, str]) -> Iterator[MailServers]:
     servers = MailServers(root=root, users=users, imap_port=free_port(), smtp_port=free_port(),
                           imaps_port=free_port(), smtps_port=free_port(), submission_port=free_port())
     _certificates(root)
-    (root / "dovecot.conf").write_text(_config(root, servers.imap_port, servers.imaps_port))
+    (root / "dovecot.conf").write_text(_config(root, servers.imap_port, servers.imaps_port, imap_capability))
     servers.start_imap()
     try:
         servers.start_smtp()

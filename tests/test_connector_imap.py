@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 import subprocess
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from tests.harness import Clock
 from tests.mail_server import TLS_NAME, MailServers, mail_servers
 from tests.server_harness import LiveServer, issue_token, serve
 from tools.connectors.errors import AccountRefused, ServerAway
-from tools.connectors.imap import ImapMailbox, MailAccount, SendRefused
+from tools.connectors.imap import CannotMove, ImapMailbox, MailAccount, SendRefused
 
 _USERS = {"alice": "alice-imap-1", "bob": "bob-imap-2"}
 _TOLLGATE = str(Path(__file__).resolve().parent.parent / ".venv" / "bin" / "tollgate")
@@ -76,6 +77,30 @@ async def test_list_filters_read_mark_read_and_trash_without_deleting(settings: 
     assert [m.subject for m in (await box.list("trash"))[0]] == ["Lunch?"]  # moved, kept
     with pytest.raises(NotFound):
         await box.read(listed[0].id)  # its inbox id names nothing now
+
+
+@pytest.mark.parametrize("capability", ["IMAP4rev1 LITERAL+ SPECIAL-USE UIDPLUS", "IMAP4rev1 LITERAL+ SPECIAL-USE"],
+                         ids=["uidplus-without-move", "neither"])
+def test_a_server_without_move_trashes_by_uid_or_refuses(settings: Settings, capability: str) -> None:
+    """Without MOVE, trash copies, flags and expunges by UID (UIDPLUS); with neither it refuses and
+    changes nothing, since a plain EXPUNGE would remove what the owner flagged deleted elsewhere."""
+    async def scenario(servers: MailServers) -> None:
+        for subject in ("Keep me", "Bin me"):
+            servers.deliver("alice", _letter(subject))
+        box = _box(settings, servers)
+        listed, _ = await box.list("inbox")
+        if "UIDPLUS" in capability:
+            assert await box.trash(listed[:1]) == {listed[0].id}
+            assert [m.subject for m in (await box.list("trash"))[0]] == ["Bin me"]
+            assert [m.subject for m in (await box.list("inbox"))[0]] == ["Keep me"]
+        else:
+            with pytest.raises(CannotMove):
+                await box.trash(listed[:1])
+            assert [m.subject for m in (await box.list("inbox"))[0]] == ["Bin me", "Keep me"]
+            assert (await box.list("trash"))[0] == []
+
+    with mail_servers(_USERS, imap_capability=capability) as own:
+        asyncio.run(scenario(own))
 
 
 async def test_a_retried_send_finds_its_message_in_sent_instead_of_sending_again(

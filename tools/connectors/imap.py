@@ -56,7 +56,7 @@ from policies.errors import EgressDenied, ErrorCode, NotFound, TollgateError, Un
 from tools.connectors.errors import AccountRefused, ServerAway
 from tools.web import html_to_text
 
-__all__ = ["ImapMailbox", "MailAccount", "MessageGone", "RemoteMessage", "SendRefused", "SendUncertain", "message_id_for"]
+__all__ = ["CannotMove", "ImapMailbox", "MailAccount", "MessageGone", "RemoteMessage", "SendRefused", "SendUncertain", "message_id_for"]
 
 Folder = Literal["inbox", "sent", "trash", "drafts"]
 _LETTERS: Final[dict[str, Folder]] = {"i": "inbox", "s": "sent", "t": "trash", "d": "drafts"}
@@ -92,6 +92,15 @@ class MessageGone(NotFound):
         super().__init__("mail message", message_id)
         self.message = ("the message is no longer where it was listed (another mail client moved or deleted it); "
                         "nothing was changed, list your mail again to see it as it is now")
+
+
+class CannotMove(Unavailable):
+    """The server can move messages only by expunging every message flagged deleted: nothing was moved."""
+
+    def __init__(self) -> None:
+        self.what = _SERVER
+        TollgateError.__init__(self, "the mail server cannot move messages safely (it has neither MOVE nor UIDPLUS); "
+                                     "nothing was moved")
 
 
 class SendRefused(TollgateError):
@@ -338,10 +347,14 @@ class _Session:
             raise Unavailable(_SERVER)
 
     async def move(self, uids: Sequence[int], to: Folder) -> None:
-        """Move ``uids`` of the selected folder to ``to``: UID MOVE (RFC 6851), else copy, flag and expunge them."""
+        """Move ``uids`` of the selected folder to ``to``: UID MOVE (RFC 6851), else copy, flag and expunge
+        them by UID (RFC 4315). A server with neither is refused: its EXPUNGE would also remove what
+        the owner had flagged deleted elsewhere."""
         numbers, target = ",".join(map(str, uids)), _quoted(self.folders[to])
         if self.client.has_capability("MOVE"):
             done = _ok(await self.client.uid("move", numbers, target))
+        elif not self.client.has_capability("UIDPLUS"):
+            raise CannotMove()
         else:
             done = _ok(await self.client.uid("copy", numbers, target))
             if done:
@@ -351,8 +364,11 @@ class _Session:
             raise Unavailable(_SERVER)
 
     async def remove(self, folder: Folder, uids: Sequence[int]) -> None:
-        """Expunge ``uids`` of the selected ``folder`` (only drafts Tollgate saved itself are removed)."""
-        if uids:
+        """Expunge ``uids`` of the selected ``folder`` (only drafts Tollgate saved itself are removed);
+        on a server without UIDPLUS they are left, flagged deleted, rather than expunge anything else."""
+        if uids and not self.client.has_capability("UIDPLUS"):
+            await self.client.uid("store", ",".join(map(str, uids)), "+FLAGS.SILENT (\\Deleted)")
+        elif uids:
             await self.client.uid("store", ",".join(map(str, uids)), "+FLAGS.SILENT (\\Deleted)")
             await self.client.uid("expunge", ",".join(map(str, uids)))
 
