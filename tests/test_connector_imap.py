@@ -25,7 +25,9 @@ from tests.harness import Clock
 from tests.mail_server import TLS_NAME, MailServers, mail_servers
 from tests.server_harness import LiveServer, issue_token, serve
 from tools.connectors.errors import AccountRefused, ServerAway
-from tools.connectors.imap import CannotMove, ImapMailbox, MailAccount, SendRefused
+from tools.connectors.imap import ImapMailbox, MailAccount
+from tools.connectors.imap_session import CannotMove
+from tools.connectors.smtp import SendRefused
 
 _USERS = {"alice": "alice-imap-1", "bob": "bob-imap-2"}
 _TOLLGATE = str(Path(__file__).resolve().parent.parent / ".venv" / "bin" / "tollgate")

@@ -25,10 +25,11 @@ from graph.state import Context
 from tests.fakes import ScriptedModel, call
 from tools.connectors.caldav import CalDavCalendar
 from tools.connectors.imap import ImapMailbox
+from tools.connectors.smtp import Submission
 
 _CRASHES: dict[str, tuple[type, str]] = {
     "approve-and-crash-after-sent": (ImapMailbox, "send"),
-    "approve-and-crash-after-smtp": (ImapMailbox, "_deliver"),
+    "approve-and-crash-after-smtp": (Submission, "deliver"),
     "approve-and-crash-after-put": (CalDavCalendar, "update"),
 }
 

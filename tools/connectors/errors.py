@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ssl
+
 from policies.errors import ErrorCode, TollgateError, Transient
 
-__all__ = ["AccountRefused", "ServerAway"]
+__all__ = ["AccountRefused", "ServerAway", "certificate_refused"]
 
 
 class AccountRefused(TollgateError):
@@ -22,3 +24,13 @@ class ServerAway(Transient):
     def __init__(self, server: str = "calendar server") -> None:
         self.what = server
         TollgateError.__init__(self, f"the {server} could not be reached; nothing was changed, try again in a moment")
+
+
+def certificate_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is (or wraps) a server certificate that did not verify for its host."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

@@ -18,7 +18,8 @@ from tools import mail as builtin
 from tools._render import plural, quoted, write_result
 from tools.args import MailListArgs, MailMarkReadArgs, MailSendArgs, MailTrashArgs
 from tools.connectors.backends import backend_of, backends_chosen, on_stores
-from tools.connectors.imap import ImapMailbox, MailAccount, RemoteMessage
+from tools.connectors.imap import ImapMailbox, MailAccount
+from tools.connectors.imap_session import RemoteMessage
 from tools.mail import MAIL, TABLE, MailStore
 from tools.registry import ExecContext, Reconciled, ToolSpec
 
