@@ -132,6 +132,10 @@ class MailServers:
         path = self.root / "accepted.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
+    def stop_imap_after_next_message(self) -> None:
+        """Once the SMTP server has taken the next message, Dovecot stops (the mailbox goes away mid-send)."""
+        (self.root / "STOP_IMAP").write_text("1")
+
     def drop_next_answer(self) -> None:
         """The next message the SMTP server takes, it takes without answering (the connection drops)."""
         (self.root / "FAIL_DATA").write_text("1")

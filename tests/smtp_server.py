@@ -7,7 +7,8 @@ message to Dovecot's own delivery agent (``dovecot-lda``) for each local recipie
 provider's mail server would. Every accepted message is also appended to ROOT/accepted.jsonl
 (its Message-ID and recipients), so a test can count what the server took. ``FAIL_DATA`` in
 ROOT makes the next DATA drop the connection after the message was taken (a send whose answer
-never arrives). Recipients at ``refused.test`` are refused (550).
+never arrives); ``STOP_IMAP`` makes it stop Dovecot once it has taken the next message. Recipients
+at ``refused.test`` are refused (550).
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ class _Deliver:
         if flag.exists():
             flag.unlink()
             server.transport.abort()  # taken, but the client never hears so
+        away = self.root / "STOP_IMAP"
+        if away.exists():
+            away.unlink()
+            subprocess.run(["doveadm", "-c", str(self.root / "dovecot.conf"), "stop"], check=False, timeout=30)
         return "250 OK queued"
 
 

@@ -25,7 +25,7 @@ from tests.harness import Clock
 from tests.mail_server import TLS_NAME, MailServers, mail_servers
 from tests.server_harness import LiveServer, issue_token, serve
 from tools.connectors.errors import AccountRefused, ServerAway
-from tools.connectors.imap import ImapMailbox, MailAccount
+from tools.connectors.imap import ImapMailbox, MailAccount, SendUncertain
 from tools.connectors.imap_session import CannotMove
 from tools.connectors.smtp import SendRefused
 
@@ -118,6 +118,25 @@ async def test_a_retried_send_finds_its_message_in_sent_instead_of_sending_again
     assert (await box.list("drafts"))[0] == []
     assert (await box.sent_state("apv_" + "1" * 32))[0] == "sent"
     assert (await box.sent_state("apv_" + "2" * 32))[0] == "not_sent"
+
+
+async def test_a_message_sent_while_the_mailbox_went_away_is_sent_and_never_sent_again(
+    settings: Settings, servers: MailServers
+) -> None:
+    """The SMTP server took it, then the IMAP server went away before the copy reached Sent: the send
+    reports it sent, and its draft stays, so a retry finds the outcome unknown and sends nothing."""
+    box = _box(settings, servers)
+    before = len(servers.accepted())
+    servers.stop_imap_after_next_message()
+    try:
+        sent = await box.send("apv_" + "9" * 32, to=[servers.address("bob")], subject="Gone", body="Mid-way.", now=NOW)
+    finally:
+        servers.start_imap()
+    assert sent.folder == "sent" and sent.subject == "Gone" and len(servers.accepted()) == before + 1
+    assert (await box.sent_state("apv_" + "9" * 32))[0] == "unknown"
+    with pytest.raises(SendUncertain):
+        await box.send("apv_" + "9" * 32, to=[servers.address("bob")], subject="Gone", body="Mid-way.", now=NOW)
+    assert len(servers.accepted()) == before + 1
 
 
 async def test_a_refused_recipient_sends_nothing_and_leaves_no_draft(settings: Settings, servers: MailServers) -> None:
