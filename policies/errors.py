@@ -145,9 +145,9 @@ class Transient(TollgateError):
 
     code: ErrorCode = "transient"
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, message: str | None = None) -> None:
         self.what = what
-        super().__init__(f"transient failure in {what}")
+        super().__init__(message or f"transient failure in {what}")
 
 
 class Unavailable(TollgateError):
@@ -155,9 +155,9 @@ class Unavailable(TollgateError):
 
     code: ErrorCode = "unavailable"
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, message: str | None = None) -> None:
         self.what = what
-        super().__init__(f"{what} is unavailable")
+        super().__init__(message or f"{what} is unavailable")
 
 
 class OutcomeUnknown(Unavailable):

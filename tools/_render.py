@@ -113,6 +113,12 @@ def clip(text: str, limit: int = 80) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
+def server_text(value: object, limit: int = 500) -> str:
+    """A field a remote server sent (a subject, a location), as text: NUL-free and at most ``limit``
+    characters, whitespace kept (the renderers clip it again for display)."""
+    return str(value or "").replace("\x00", "")[:limit]
+
+
 def quoted(text: str, limit: int = 80) -> str:
     """``“text”``, on one line and clipped."""
     return f"“{clip(text, limit)}”"

@@ -39,13 +39,13 @@ from icalendar import Calendar, Event
 
 from graph.egress_transport import EgressClient, FetchedResponse
 from policies.errors import EgressDenied, ErrorCode, NotFound, TollgateError, Unavailable
+from tools._render import server_text
 from tools.connectors.errors import AccountRefused, ServerAway
 
 __all__ = ["AccountRefused", "CalDavAccount", "CalDavCalendar", "RemoteEvent", "ServerAway", "StaleEvent"]
 
 _DAV: Final = "{DAV:}"
 _CALDAV: Final = "{urn:ietf:params:xml:ns:caldav}"
-_TEXT_CHARS: Final = 500
 _UID_NAMESPACE: Final = uuid.UUID("5b7c3e1e-2f0a-4d1b-9a57-7f3c6a1d2e90")  # Tollgate's, for UIDs from idempotency keys
 _QUERY: Final = """<?xml version="1.0" encoding="utf-8"?>
 <c:calendar-query xmlns:d="DAV:" xmlns:c="urn:ietf:params:xml:ns:caldav">
@@ -97,9 +97,6 @@ class RemoteEvent:
     """``CONFIRMED``, ``TENTATIVE`` or ``CANCELLED``."""
 
 
-def _clip(value: object) -> str:
-    return str(value or "").replace("\x00", "")[:_TEXT_CHARS]
-
 
 def _aware(value: date | datetime, zone: tzinfo) -> datetime:
     """A DTSTART/DTEND as an aware datetime: floating times and all-day dates in the owner's zone."""
@@ -122,9 +119,9 @@ def _events_of(ics: bytes, href: str, etag: str, zone: tzinfo) -> list[RemoteEve
         except (KeyError, ValueError, TypeError):
             continue
         out.append(RemoteEvent(
-            href=href, etag=etag, uid=_clip(component.get("UID")), title=_clip(component.get("SUMMARY")),
-            starts_at=start, ends_at=end, location=_clip(component.get("LOCATION")),
-            description=_clip(component.get("DESCRIPTION")),
+            href=href, etag=etag, uid=server_text(component.get("UID")), title=server_text(component.get("SUMMARY")),
+            starts_at=start, ends_at=end, location=server_text(component.get("LOCATION")),
+            description=server_text(component.get("DESCRIPTION")),
             status=str(component.get("STATUS") or "CONFIRMED").upper()[:16],
         ))
     return out

@@ -22,8 +22,7 @@ class ServerAway(Transient):
     """The server could not be reached (or answered with a server error): safe calls are retried."""
 
     def __init__(self, server: str = "calendar server") -> None:
-        self.what = server
-        TollgateError.__init__(self, f"the {server} could not be reached; nothing was changed, try again in a moment")
+        super().__init__(server, f"the {server} could not be reached; nothing was changed, try again in a moment")
 
 
 def certificate_refused(exc: BaseException) -> bool:

@@ -47,7 +47,7 @@ from typing import Final, Literal
 from urllib.parse import urlsplit
 
 from graph.egress_transport import EgressClient
-from policies.errors import EgressDenied, TollgateError, Unavailable
+from policies.errors import EgressDenied, Unavailable
 from tools.connectors.errors import ServerAway
 from tools.connectors.imap_session import (
     SERVER,
@@ -76,9 +76,8 @@ class SendUncertain(Unavailable):
     """
 
     def __init__(self) -> None:
-        self.what = SERVER
-        TollgateError.__init__(self, "the message may or may not have been sent (it is in your Drafts folder); "
-                                     "it was not sent again, check with the recipient before sending it yourself")
+        super().__init__(SERVER, "the message may or may not have been sent (it is in your Drafts folder); "
+                                 "it was not sent again, check with the recipient before sending it yourself")
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,13 +230,12 @@ class ImapMailbox:
         async with self._session() as session:
             for folder in dict.fromkeys(m.folder for m in moving):
                 validity = await session.select(folder)
-                mine = [m for m in moving if m.folder == folder and parse_message_id(m.id)[1] == validity]
-                present = set(await session.search("UID", ",".join(str(parse_message_id(m.id)[2]) for m in mine))) if mine else set()
-                uids = [parse_message_id(m.id)[2] for m in mine if parse_message_id(m.id)[2] in present]
-                if not uids:
-                    continue
-                await session.move(uids, "trash")
-                moved |= {m.id for m in mine if parse_message_id(m.id)[2] in uids}
+                mine = {parse_message_id(m.id)[2]: m.id for m in moving
+                        if m.folder == folder and parse_message_id(m.id)[1] == validity}
+                present = [uid for uid in await session.search("UID", ",".join(map(str, mine))) if uid in mine] if mine else []
+                if present:
+                    await session.move(present, "trash")
+                    moved |= {mine[uid] for uid in present}
         return moved
 
     def compose(self, key: str, *, to: Sequence[str], subject: str, body: str, now: datetime) -> EmailMessage:

@@ -21,7 +21,8 @@ from typing import Any, Final, Literal
 
 import aioimaplib
 
-from policies.errors import EgressDenied, NotFound, TollgateError, Unavailable
+from policies.errors import EgressDenied, NotFound, Unavailable
+from tools._render import server_text
 from tools.connectors.errors import AccountRefused, ServerAway
 from tools.web import html_to_text
 
@@ -35,7 +36,6 @@ _LETTERS: Final[dict[str, Folder]] = {"i": "inbox", "s": "sent", "t": "trash", "
 _SPECIAL: Final = {"sent": b"\\Sent", "trash": b"\\Trash", "drafts": b"\\Drafts"}
 _FALLBACK: Final = {"inbox": "INBOX", "sent": "Sent", "trash": "Trash", "drafts": "Drafts"}
 _ID: Final = re.compile(r"imap_([istd])_([0-9]{1,10})_([0-9]{1,10})")
-_TEXT_CHARS: Final = 500
 _BODY_BYTES: Final = 256 * 1024
 _HEADERS: Final = "BODY.PEEK[HEADER.FIELDS (FROM TO SUBJECT DATE MESSAGE-ID)]"
 _FETCH_START: Final = re.compile(rb"^\d+ FETCH \(")
@@ -54,9 +54,8 @@ class CannotMove(Unavailable):
     """The server can move messages only by expunging every message flagged deleted: nothing was moved."""
 
     def __init__(self) -> None:
-        self.what = SERVER
-        TollgateError.__init__(self, "the mail server cannot move messages safely (it has neither MOVE nor UIDPLUS); "
-                                     "nothing was moved")
+        super().__init__(SERVER, "the mail server cannot move messages safely (it has neither MOVE nor UIDPLUS); "
+                                 "nothing was moved")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +76,6 @@ class RemoteMessage:
     refused: tuple[str, ...] = ()
     """Only for a message just sent: recipients the SMTP server refused while it took the others."""
 
-
-def _clip(value: object, chars: int = _TEXT_CHARS) -> str:
-    return str(value or "").replace("\x00", "")[:chars]
 
 
 def quoted(text: str) -> str:
@@ -151,7 +147,7 @@ def _flags(attrs: bytes) -> set[bytes]:
 
 
 def _addresses(value: object) -> tuple[str, ...]:
-    return tuple(_clip(a.strip(), 200) for a in str(value or "").split(",") if a.strip())[:20]
+    return tuple(server_text(a.strip(), 200) for a in str(value or "").split(",") if a.strip())[:20]
 
 
 def _text_of(raw: bytes) -> str:
@@ -165,7 +161,7 @@ def _text_of(raw: bytes) -> str:
     except (KeyError, LookupError, ValueError, AttributeError):
         return ""
     text = html_to_text(content)[1] if part.get_content_type() == "text/html" else str(content)
-    return _clip(text, 20_000)
+    return server_text(text, 20_000)
 
 
 class ImapSession:
@@ -215,9 +211,9 @@ class ImapSession:
         except (ValueError, IndexError, AttributeError):
             sender = to = subject = mid = ""
         return RemoteMessage(
-            id=f"imap_{folder[0]}_{validity}_{uid}", folder=folder, from_addr=_clip(sender, 200),
-            to_addrs=_addresses(to), subject=_clip(subject), at=_received(attrs),
-            is_read=b"\\Seen" in _flags(attrs), message_id=_clip(mid, 300).strip(), body=body,
+            id=f"imap_{folder[0]}_{validity}_{uid}", folder=folder, from_addr=server_text(sender, 200),
+            to_addrs=_addresses(to), subject=server_text(subject), at=_received(attrs),
+            is_read=b"\\Seen" in _flags(attrs), message_id=server_text(mid, 300).strip(), body=body,
         )
 
     async def body(self, folder: Folder, validity: int, uid: int) -> RemoteMessage:
