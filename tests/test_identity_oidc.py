@@ -324,7 +324,8 @@ async def test_studio_takes_the_providers_tokens_too(
         pytest.skip("run `make setup-studio`") if os.environ.get("CI") != "true" else pytest.fail("no .venv-studio")
     async with owner_transaction(db.pool, owner) as conn:
         await seed_demo(conn, owner, utc_now(), "UTC")  # langgraph dev has the real clock only
-    env = child_environment(settings, TOLLGATE_AUTH="oidc", TOLLGATE_OIDC_ISSUER=provider.issuer,
+    env = child_environment(settings, TOLLGATE_DEFAULT_TIMEZONE="UTC",  # the zone the data is placed in
+                            TOLLGATE_AUTH="oidc", TOLLGATE_OIDC_ISSUER=provider.issuer,
                             TOLLGATE_OIDC_AUDIENCE=_AUDIENCE, TOLLGATE_EGRESS_ALLOW_NETWORKS='["127.0.0.0/8"]')
     port, log = free_port(), tmp_path / "langgraph-dev.log"
     with log.open("wb") as out:

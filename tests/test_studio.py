@@ -41,8 +41,12 @@ from web.auth import issue_token
 _ROOT = Path(__file__).resolve().parent.parent
 _LANGGRAPH = _ROOT / ".venv-studio" / "bin" / "langgraph"
 def _env(settings: Settings) -> dict[str, str]:
-    """The process environment: the session database, no model endpoint, nothing phoning home."""
-    return child_environment(settings)
+    """The process environment: the session database, no model endpoint, nothing phoning home.
+
+    Its default timezone is UTC, the zone the demo owners' data is placed in: a run without a
+    profile or a claimed zone takes the default, and in another zone "today" differs for an hour
+    around midnight (the tests failed from 23:00 to 24:00 UTC in Paris's winter)."""
+    return child_environment(settings, TOLLGATE_DEFAULT_TIMEZONE="UTC")
 
 
 @pytest.fixture(scope="module")
