@@ -112,11 +112,11 @@ def check_decision(
         name = function_name(plan["tool"], plan["action"])
         if allowed is not None and index < len(allowed) and decision.type not in allowed[index]:
             raise ApprovalInvalid(f"{name} allows only {', '.join(allowed[index])}")
-        out.append(_checked(svc, plan, thread, decision))
+        out.append(_checked(svc, plan, thread, decision, ctx.owner_id))
     return out
 
 
-def _checked(svc: Services, plan: Plan, thread: Mapping[str, Any], decision: Any) -> Decided:
+def _checked(svc: Services, plan: Plan, thread: Mapping[str, Any], decision: Any, owner_id: str) -> Decided:
     if isinstance(decision, RejectDecision):
         return Decided("reject", message=decision.message or "")
     if not isinstance(decision, EditDecision):
@@ -131,7 +131,7 @@ def _checked(svc: Services, plan: Plan, thread: Mapping[str, Any], decision: Any
     if checked.value is None:
         raise InvalidArgs(name, list(checked.violations))
     args = checked.value.model_dump(mode="json", exclude_none=True)
-    bound, failure, kind = bind_plan_ids(svc.registry, spec, args, thread)
+    bound, failure, kind = bind_plan_ids(svc.registry, spec, args, thread, owner_id)
     if failure is not None:
         raise OffListId(kind, failure.refusal or "not_returned")
     return Decided("edit", args=bound, run=decision.run)

@@ -357,7 +357,7 @@ async def _execute_one(
     needs_approval = check.verdict == "propose"
     if spec.writes and not needs_approval:
         # The approval-free write re-checks its ids against the thread's right before writing.
-        _, failure, kind = bind_plan_ids(svc.registry, spec, plan["args"], state)
+        _, failure, kind = bind_plan_ids(svc.registry, spec, plan["args"], state, ctx.owner_id)
         if failure is not None:
             sink.emit("error", code="off_list_id", reason="recheck_failed", kind=kind)
             await _audit(svc, ctx, config, state, plan, "clarify", "recheck_failed", "off_list_id")

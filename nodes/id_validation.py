@@ -42,17 +42,18 @@ def refusal_message(refusal: str, kind: str) -> str:
 
 
 def bind_plan_ids(
-    registry: Registry, spec: ActionSpec, args: dict[str, Any], thread: Mapping[str, Any]
+    registry: Registry, spec: ActionSpec, args: dict[str, Any], thread: Mapping[str, Any], owner_id: str
 ) -> tuple[dict[str, Any], IdBinding | None, str]:
     """Bind every id field of ``args``; return new args, the failing binding (or None) and the kind's noun.
 
     ``thread`` is the thread's state (its ``recent`` lists and ``known`` ids). Every path of
-    every id field is bound against the ids the thread was given, all or nothing.
+    every id field is bound against the ids the thread was given of the kind ``owner_id``'s ids
+    are (:meth:`~tools.registry.ActionSpec.id_fields_of`), all or nothing.
     """
     recent: dict[str, RecentList] = thread.get("recent") or {}
     known: dict[str, list[str]] = thread.get("known") or {}
     bound: list[tuple[Location, str]] = []
-    for path, kind_name in spec.id_fields.items():
+    for path, kind_name in spec.id_fields_of(owner_id).items():
         found = id_refs(args, path)
         if not found:
             continue
@@ -90,7 +91,8 @@ def make_id_validation(provider: ServicesProvider) -> Any:
             failure: IdBinding | None = None
             kind = ""
             if spec is not None:
-                args, failure, kind = bind_plan_ids(svc.registry, spec, plan["args"], state)
+                args, failure, kind = bind_plan_ids(svc.registry, spec, plan["args"], state,
+                                                       runtime.context.owner_id)
             if spec is None or (failure is not None and failure.refusal is not None):
                 # (an unknown action was refused by the gate already; stay closed anyway)
                 refusal = failure.refusal if failure is not None and failure.refusal else "not_returned"

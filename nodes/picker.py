@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -26,7 +27,7 @@ from graph.audit import AuditRecord, append_audit
 from graph.events import EventSink
 from graph.resilient import ModelsUnavailable
 from graph.services import Services, ServicesProvider
-from graph.state import CallRecord, Context, Gate, Plan, TurnState
+from graph.state import CallRecord, Context, Gate, Plan, RecentList, TurnState
 from nodes._common import thread_id_of
 from nodes._picking import (
     decode_call,
@@ -68,24 +69,30 @@ SELECT
 """
 
 
-def _latest_kind(state: TurnState) -> str | None:
-    recent = state.get("recent") or {}
-    if not recent:
-        return None
-    return max(recent, key=lambda kind: recent[kind].get("listed_at", ""))
+def _recent_as_declared(state: TurnState, own: Mapping[str, str]) -> dict[str, RecentList]:
+    """The thread's recent lists named by the kinds the tools declare: an owner's own kind
+    (``imap_mail``) shows as the tool's (``mail``), and a list of the declared kind the owner's
+    calls can no longer bind (listed before they moved to their own server) is not shown."""
+    recent = dict(state.get("recent") or {})
+    for declared, kind in own.items():
+        recent.pop(declared, None)
+        if kind in recent:
+            recent[declared] = recent.pop(kind)
+    return recent
 
 
 def _picker_context(state: TurnState, ctx: Context, svc: Services, prior: list[EarlierTurn]) -> PickerContext:
     now = svc.clock().astimezone(ZoneInfo(ctx.timezone))
+    lists = _recent_as_declared(state, svc.registry.own_kinds(ctx.owner_id))
     recent: dict[str, list[ContextRow]] = {
         kind: [ContextRow(position=i, id=row["id"], label=row["label"]) for i, row in enumerate(lst["rows"], 1)]
-        for kind, lst in (state.get("recent") or {}).items()
+        for kind, lst in lists.items()
     }
     return PickerContext(
         now=now.isoformat(timespec="seconds"),
         timezone=ctx.timezone,
         recent=recent,
-        latest_kind=_latest_kind(state),
+        latest_kind=max(lists, key=lambda kind: lists[kind].get("listed_at", "")) if lists else None,
         prior_user_turns=[t["user_said"] for t in prior if t["user_said"]],
         earlier_turns=prior,
         capabilities=svc.registry.capability_summary(),

@@ -32,6 +32,7 @@ from graph.services import Services
 from graph.settings import Settings
 from graph.state import Context
 from graph.turn import build_graph
+from nodes.id_validation import bind_plan_ids
 from nodes.offline import OfflinePicker
 from policies.errors import ApprovalInvalid
 from tests.caldav_server import RadicaleServer, radicale
@@ -41,7 +42,7 @@ from tests.fakes import ScriptedModel
 from tests.harness import Clock, Turns
 from tools.builtin import default_registry
 from tools.connectors.caldav import CalDavAccount, CalDavCalendar, RemoteEvent
-from tools.connectors.caldav_calendar import ACCOUNT_NAMES, CalDavEvents
+from tools.connectors.caldav_calendar import ACCOUNT_NAMES, CALDAV_EVENT, CalDavEvents
 from tools.demo import seed_demo
 
 PARIS = ZoneInfo("Europe/Paris")
@@ -102,6 +103,25 @@ async def test_list_cancel_the_2nd_one_approve_and_the_server_changes_once(rig: 
     assert done.outcome == "executed", done.reply
     assert [(e.title, e.status) for e in await _events(rig)] == [("Standup", "CONFIRMED"), ("Dentist", "CANCELLED")]
     await rig.turns.check_approvals(rig.thread)
+
+
+async def test_the_servers_ids_are_their_own_kind_and_bind_only_for_their_owner(rig: Rig) -> None:
+    """A CalDAV owner's events are ``caldav_event`` ids: listed, read and written as that kind, and
+    bound only for that owner (another owner's calendar calls bind ``calendar`` ids)."""
+    await rig.turns.send(rig.ctx, rig.thread, "what's on my calendar this week?")
+    opened = await rig.turns.send(rig.ctx, rig.thread, "show me the 2nd one")
+    assert opened.outcome == "read" and opened.reply is not None and "Dentist" in opened.reply
+    state = (await rig.turns.runner.graph.aget_state({"configurable": {"thread_id": rig.thread}})).values
+    listed = [row["id"] for row in state["recent"]["caldav_event"]["rows"]]
+    assert "calendar" not in state["recent"] and len(listed) == 2 and all(CALDAV_EVENT.accepts(i) for i in listed)
+    assert listed[1] in state["known"]["caldav_event"]  # the event read is of the same kind
+
+    cancel = rig.turns.runner.services.registry.action("calendar", "cancel_event")
+    assert cancel is not None and cancel.id_fields_of(rig.ctx.owner_id) == {"event_id": "caldav_event"}
+    _, refused, _ = bind_plan_ids(rig.turns.runner.services.registry, cancel, {"event_id": listed[0]}, state,
+                                  rig.ctx.owner_id + "_b")
+    assert cancel.id_fields_of(rig.ctx.owner_id + "_b") == {"event_id": "calendar"}
+    assert refused is not None and refused.refusal == "no_list"  # that owner was shown no calendar list here
 
 
 async def test_events_are_found_again_by_name_or_by_their_hashed_address(rig: Rig) -> None:

@@ -29,6 +29,7 @@ from graph.services import Services
 from graph.settings import Settings
 from graph.state import Context
 from graph.turn import build_graph
+from nodes.id_validation import bind_plan_ids
 from nodes.offline import OfflinePicker
 from policies.errors import ApprovalInvalid
 from tests.children import run_connector_step
@@ -38,7 +39,7 @@ from tests.harness import Clock, Turns
 from tests.mail_server import MailServers, mail_servers
 from tools.builtin import default_registry
 from tools.connectors.imap import ImapMailbox, MailAccount
-from tools.connectors.imap_mail import ACCOUNT_NAMES
+from tools.connectors.imap_mail import ACCOUNT_NAMES, IMAP_MAIL
 from tools.demo import seed_demo
 
 _USERS = {"alice": "mail-pass-7", "bob": "bob-pass-3"}
@@ -116,6 +117,44 @@ async def test_list_trash_the_2nd_one_approve_and_the_server_changes_once(rig: R
     assert done.outcome == "executed", done.reply
     assert await _subjects(rig.box, "inbox") == ["Dinner on Friday", "Quarterly report"]
     assert await _subjects(rig.box, "trash") == ["Weekly newsletter"]  # moved, not deleted
+    await rig.turns.check_approvals(rig.thread)
+
+
+async def test_the_servers_ids_are_their_own_kind_and_bind_only_for_their_owner(
+        rig: Rig, settings: Settings, db: Database) -> None:
+    """An IMAP owner's messages are ``imap_mail`` ids. A list the owner saw on Tollgate's tables
+    before moving to their own server stays in the thread, but its ids (and "#2" into it) no
+    longer bind: they name nothing on the server. Another owner on the tables cannot bind the
+    server's ids either."""
+    async with owner_transaction(db.pool, rig.ctx.owner_id) as conn:
+        await seed_demo(conn, rig.ctx.owner_id, NOW, "Europe/Paris")
+    tables = Services(settings=settings, db=db, registry=default_registry(settings), picker_model=OfflinePicker(),
+                      clock=Clock(NOW))
+    before = Turns(TurnRunner(build_graph(tables, checkpointer=await open_checkpointer(db)), tables))
+    assert (await before.send(rig.ctx, rig.thread, "check my inbox")).outcome == "read"  # on the tables still
+
+    assert (await rig.turns.send(rig.ctx, rig.thread, "check my inbox")).outcome == "read"  # now on IMAP
+    state = (await rig.turns.runner.graph.aget_state({"configurable": {"thread_id": rig.thread}})).values
+    on_server = [row["id"] for row in state["recent"]["imap_mail"]["rows"]]
+    on_tables = [row["id"] for row in state["recent"]["mail"]["rows"]]
+    assert len(on_server) == 3 and all(IMAP_MAIL.accepts(i) for i in on_server)
+    assert on_tables and not any(IMAP_MAIL.accepts(i) for i in on_tables)
+
+    proposed = await rig.turns.send(rig.ctx, rig.thread, "trash the 2nd one")  # the server's list, not the tables'
+    assert proposed.approval is not None and "Weekly newsletter" in proposed.approval.preview
+    assert proposed.approval.args == {"message_ids": [on_server[1]]}
+
+    registry = rig.turns.runner.services.registry
+    trash = registry.action("mail", "trash")
+    assert trash is not None and trash.id_fields_of(rig.ctx.owner_id) == {"message_ids": "imap_mail"}
+    bound, refused, _ = bind_plan_ids(registry, trash, {"message_ids": [on_server[0]]}, state, rig.ctx.owner_id)
+    assert refused is None and bound == {"message_ids": [on_server[0]]}
+    _, refused, noun = bind_plan_ids(registry, trash, {"message_ids": [on_tables[0]]}, state, rig.ctx.owner_id)
+    assert refused is not None and refused.refusal == "bad_id" and noun == "mail"  # a table id is no server id
+    other = rig.ctx.owner_id + "_b"
+    assert trash.id_fields_of(other) == {"message_ids": "mail"}
+    _, refused, _ = bind_plan_ids(registry, trash, {"message_ids": [on_server[0]]}, state, other)
+    assert refused is not None and refused.refusal == "not_returned"
     await rig.turns.check_approvals(rig.thread)
 
 

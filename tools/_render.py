@@ -157,19 +157,20 @@ def list_result(tool: str, action: str, list_kind: str, rows: Iterable[ResultRow
 
 
 def _with_kind(result: ActionResult, item: Mapping[str, Any], id_kind: str) -> ActionResult:
-    # The built-ins' convention: an item's id is of the kind named after its tool.
     if isinstance(item.get("id"), str):
         result["item_kind"] = id_kind
     return result
 
 
-def item_result(tool: str, action: str, item: Mapping[str, Any], summary: str) -> ActionResult:
-    """A single-item read; an item with an ``id`` makes it bindable (kind: the tool's name)."""
+def item_result(tool: str, action: str, item: Mapping[str, Any], summary: str, *,
+                id_kind: str | None = None) -> ActionResult:
+    """A single-item read; an item with an ``id`` makes it bindable (kind: ``id_kind``, else the tool's name)."""
     return _with_kind({"tool": tool, "action": action, "kind": "item", "summary": summary, "item": jsonable(item)},
-                      item, tool)
+                      item, id_kind or tool)
 
 
-def write_result(tool: str, action: str, item: Mapping[str, Any], changed: int, summary: str) -> ActionResult:
+def write_result(tool: str, action: str, item: Mapping[str, Any], changed: int, summary: str, *,
+                 id_kind: str | None = None) -> ActionResult:
     """A write: the item as it now is (bindable, like :func:`item_result`'s) and how many items really changed."""
     return _with_kind({
         "tool": tool,
@@ -178,7 +179,7 @@ def write_result(tool: str, action: str, item: Mapping[str, Any], changed: int, 
         "summary": summary,
         "item": jsonable(item),
         "changed": changed,
-    }, item, tool)
+    }, item, id_kind or tool)
 
 
 def render_list(result: ActionResult) -> str:

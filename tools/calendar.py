@@ -124,6 +124,9 @@ class EventStore(Protocol):
     (``tools.connectors.caldav_calendar``). Rows are dicts with ``id``, ``title``, ``starts_at``,
     ``ends_at``, ``location``, ``description`` and ``status`` (``confirmed`` or ``cancelled``)."""
 
+    id_kind: str
+    """The kind its ids are (``calendar`` for Tollgate's table); what the thread binds them as."""
+
     async def load(self, ctx: ExecContext, event_id: str, *, lock: bool = False) -> dict[str, Any]:
         """One of the owner's events; :class:`NotFound` otherwise."""
         ...
@@ -152,6 +155,8 @@ class EventStore(Protocol):
 
 class _Table:
     """The owner's events in ``calendar_events`` (the call's connection, scoped to its owner)."""
+
+    id_kind = _TOOL
 
     async def load(self, ctx: ExecContext, event_id: str, *, lock: bool = False) -> dict[str, Any]:
         return await load_owned(ctx, "calendar_events", _COLUMNS, "calendar event", event_id, lock=lock)
@@ -219,8 +224,9 @@ def list_window(ctx: ExecContext, args: CalendarListArgs) -> tuple[datetime, dat
     return start, open_end, RANGE_PHRASE[args.range]
 
 
-def list_of(ctx: ExecContext, args: CalendarListArgs, rows: list[dict[str, Any]], phrase: str) -> ActionResult:
-    """The list result of ``rows`` (up to ``limit + 1`` events, earliest first), whatever holds them."""
+def list_of(ctx: ExecContext, args: CalendarListArgs, rows: list[dict[str, Any]], phrase: str,
+            id_kind: str) -> ActionResult:
+    """The list result of ``rows`` (up to ``limit + 1`` events, earliest first, ids of ``id_kind``)."""
     if args.contains:
         phrase += f" with “{clip(args.contains, 40)}”"
     shown = rows[: args.limit]
@@ -231,14 +237,15 @@ def list_of(ctx: ExecContext, args: CalendarListArgs, rows: list[dict[str, Any]]
     else:
         summary = f"You have {plural(len(shown), 'event')} {phrase}."
     result_rows: list[ResultRow] = [{"id": r["id"], "label": event_label(r, ctx.timezone)} for r in shown]
-    return list_result(_TOOL, "list", "calendar", result_rows, summary)
+    return list_result(_TOOL, "list", id_kind, result_rows, summary)
 
 
 async def list_events(ctx: ExecContext, args: CalendarListArgs, store: EventStore = TABLE) -> ActionResult:
     """Confirmed events overlapping the window (``day``'s, else the range's), earliest first;
     with ``contains``, only those whose title, place or notes contain it."""
     start, end, phrase = list_window(ctx, args)
-    return list_of(ctx, args, await store.window(ctx, start, end, args.contains, args.limit + 1), phrase)
+    rows = await store.window(ctx, start, end, args.contains, args.limit + 1)
+    return list_of(ctx, args, rows, phrase, store.id_kind)
 
 
 async def get_event(ctx: ExecContext, args: CalendarGetArgs, store: EventStore = TABLE) -> ActionResult:
@@ -249,7 +256,7 @@ async def get_event(ctx: ExecContext, args: CalendarGetArgs, store: EventStore =
     if row["location"]:
         summary += f" at {clip(row['location'], 60)}"
     summary += " (cancelled)." if row["status"] == "cancelled" else "."
-    return item_result(_TOOL, "get", event_item(row, ctx.timezone), summary)
+    return item_result(_TOOL, "get", event_item(row, ctx.timezone), summary, id_kind=store.id_kind)
 
 
 def render_get(result: ActionResult) -> str:
@@ -275,15 +282,15 @@ async def preview_create(ctx: ExecContext, args: CalendarCreateArgs, store: Even
 async def create_event(ctx: ExecContext, args: CalendarCreateArgs, store: EventStore = TABLE) -> ActionResult:
     """Add a confirmed event."""
     end = args.start + timedelta(minutes=args.duration_minutes)
-    return created_result(ctx, await store.insert(ctx, args.title, args.start, end, args.location))
+    return created_result(ctx, await store.insert(ctx, args.title, args.start, end, args.location), store.id_kind)
 
 
-def created_result(ctx: ExecContext, row: dict[str, Any]) -> ActionResult:
-    """The result of creating ``row`` (also what a reconciled create records)."""
+def created_result(ctx: ExecContext, row: dict[str, Any], id_kind: str) -> ActionResult:
+    """The result of creating ``row``, an event of ``id_kind`` (also what a reconciled create records)."""
     when = fmt_span(row["starts_at"], row["ends_at"], ctx.timezone)
     where = f" at {clip(row['location'], 60)}" if row["location"] else ""
     summary = f"Created {quoted(row['title'])} on {when}{where}."
-    return write_result(_TOOL, "create", event_item(row, ctx.timezone), 1, summary)
+    return write_result(_TOOL, "create", event_item(row, ctx.timezone), 1, summary, id_kind=id_kind)
 
 
 def plan_update(row: dict[str, Any], args: CalendarUpdateArgs, tz: str) -> tuple[dict[str, Any], list[str]]:
@@ -328,14 +335,14 @@ async def update_event(ctx: ExecContext, args: CalendarUpdateArgs, store: EventS
     if not changes:
         when = fmt_when(row["starts_at"], ctx.timezone)
         summary = f"{quoted(row['title'])} ({when}) already has those details; nothing changed."
-        return write_result(_TOOL, "update", event_item(row, ctx.timezone), 0, summary)
+        return write_result(_TOOL, "update", event_item(row, ctx.timezone), 0, summary, id_kind=store.id_kind)
     updated = await store.change(ctx, row, new)
     if updated is None:
         raise NotFound("calendar event", args.event_id)
     summary = f"Updated {quoted(updated['title'])}: " + "; ".join(changes) + "."
     if updated["status"] == "cancelled":
         summary += " It stays cancelled."
-    return write_result(_TOOL, "update", event_item(updated, ctx.timezone), 1, summary)
+    return write_result(_TOOL, "update", event_item(updated, ctx.timezone), 1, summary, id_kind=store.id_kind)
 
 
 async def preview_cancel(ctx: ExecContext, args: CalendarCancelArgs, store: EventStore = TABLE) -> str:
@@ -353,19 +360,19 @@ async def cancel_event(ctx: ExecContext, args: CalendarCancelArgs, store: EventS
     row = await store.load(ctx, args.event_id, lock=True)
     label = f"{quoted(row['title'])} ({fmt_when(row['starts_at'], ctx.timezone)})"
     if row["status"] == "cancelled":
-        return write_result(
-            _TOOL, "cancel_event", event_item(row, ctx.timezone), 0, f"{label} was already cancelled; nothing changed."
-        )
+        return write_result(_TOOL, "cancel_event", event_item(row, ctx.timezone), 0,
+                            f"{label} was already cancelled; nothing changed.", id_kind=store.id_kind)
     updated = await store.cancel(ctx, row)
     if updated is None:
         raise NotFound("calendar event", args.event_id)
-    return cancelled_result(ctx, updated)
+    return cancelled_result(ctx, updated, store.id_kind)
 
 
-def cancelled_result(ctx: ExecContext, row: dict[str, Any]) -> ActionResult:
-    """The result of cancelling ``row`` (also what a reconciled cancel records)."""
+def cancelled_result(ctx: ExecContext, row: dict[str, Any], id_kind: str) -> ActionResult:
+    """The result of cancelling ``row``, an event of ``id_kind`` (also what a reconciled cancel records)."""
     label = f"{quoted(row['title'])} ({fmt_when(row['starts_at'], ctx.timezone)})"
-    return write_result(_TOOL, "cancel_event", event_item(row, ctx.timezone), 1, f"Cancelled {label}.")
+    return write_result(_TOOL, "cancel_event", event_item(row, ctx.timezone), 1, f"Cancelled {label}.",
+                        id_kind=id_kind)
 
 
 _EVENT_ID = {"event_id": "calendar"}

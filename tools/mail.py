@@ -57,6 +57,9 @@ class MailStore(Protocol):
     mark read) has ``in_trash``.
     """
 
+    id_kind: str
+    """The kind its ids are (``mail`` for Tollgate's tables); what the thread binds them as."""
+
     async def listing(self, ctx: ExecContext, args: MailListArgs) -> tuple[list[dict[str, Any]], bool]:
         """Up to ``args.limit`` messages of the folder, newest first, and whether there are more."""
         ...
@@ -85,6 +88,8 @@ class MailStore(Protocol):
 
 class _Tables:
     """The owner's mail in ``mail_messages`` and ``mail_outbox`` (the call's connection, scoped to its owner)."""
+
+    id_kind = _TOOL
 
     async def listing(self, ctx: ExecContext, args: MailListArgs) -> tuple[list[dict[str, Any]], bool]:
         pattern = f"%{escape_like(args.from_contains)}%" if args.from_contains else None
@@ -190,7 +195,7 @@ async def list_mail(ctx: ExecContext, args: MailListArgs, store: MailStore = TAB
     shown, more = await store.listing(ctx, args)
     label = _sent_label if args.folder == "sent" else _inbox_label
     result_rows: list[ResultRow] = [{"id": r["id"], "label": label(r, ctx.timezone)} for r in shown]
-    return list_result(_TOOL, "list", "mail", result_rows, _list_summary(args, len(shown), more))
+    return list_result(_TOOL, "list", store.id_kind, result_rows, _list_summary(args, len(shown), more))
 
 
 def _list_summary(args: MailListArgs, count: int, more: bool) -> str:
@@ -224,7 +229,7 @@ async def read_mail(ctx: ExecContext, args: MailReadArgs, store: MailStore = TAB
         "is_read": row["is_read"],
     }
     summary = f"Message from {clip(sender, 60)}: {quoted(row['subject'])} ({when})."
-    return item_result(_TOOL, "read", item, summary)
+    return item_result(_TOOL, "read", item, summary, id_kind=store.id_kind)
 
 
 def _render_read(result: ActionResult) -> str:
@@ -249,7 +254,7 @@ async def send_mail(ctx: ExecContext, args: MailSendArgs, store: MailStore = TAB
     summary = f"Sent {quoted(args.subject)} to {', '.join(taken)}."
     if refused:
         summary += f" The mail server refused {', '.join(refused)}: it was not sent to {'them' if len(refused) > 1 else 'that address'}."
-    return write_result(_TOOL, "send", row, 1, summary)
+    return write_result(_TOOL, "send", row, 1, summary, id_kind=store.id_kind)
 
 
 def _titles(rows: list[dict[str, Any]]) -> str:

@@ -286,6 +286,10 @@ class ActionSpec:
     third_party_fields: tuple[str, ...] = ()
     """Fields of its result's item that hold someone else's text when set (an event's
     description, written by whoever sent the invitation)."""
+    kinds_for: Callable[[str], Mapping[str, str]] | None = None
+    """For a tool whose store is chosen per owner: the id kinds this owner's ids are instead of
+    the ones ``id_fields`` names (``{"mail": "imap_mail"}``: an owner's own server has ids of
+    its own kind, which bind only against what that server returned). See :meth:`id_fields_of`."""
     remote_for: Callable[[str], bool] | None = None
     """For a tool whose store is chosen per owner (Tollgate's tables, or the owner's own server):
     whether this owner's calls leave Tollgate. For that owner a write then runs as a remote write
@@ -301,6 +305,11 @@ class ActionSpec:
     def leaves_tollgate(self, owner_id: str) -> bool:
         """Whether ``owner_id``'s call of this action is remote (``remote``, or ``remote_for`` says so)."""
         return self.remote or (self.remote_for is not None and self.remote_for(owner_id))
+
+    def id_fields_of(self, owner_id: str) -> Mapping[str, str]:
+        """``id_fields`` with each kind as ``owner_id``'s ids are (``kinds_for``): the ids a call of theirs binds."""
+        own = self.kinds_for(owner_id) if self.kinds_for is not None else {}
+        return {path: own.get(kind, kind) for path, kind in self.id_fields.items()} if own else self.id_fields
 
     @property
     def writes(self) -> bool:
@@ -435,6 +444,15 @@ class Registry:
         if kind is None:
             kind = self._kinds[name] = IdKind(name)
         return kind
+
+    def own_kinds(self, owner_id: str) -> dict[str, str]:
+        """Declared kind -> the kind ``owner_id``'s ids are instead (:attr:`ActionSpec.kinds_for`); empty
+        for an owner whose every tool uses the ids it declares."""
+        out: dict[str, str] = {}
+        for _, action in self.actions():
+            if action.kinds_for is not None:
+                out.update(action.kinds_for(owner_id))
+        return out
 
     @property
     def tools(self) -> tuple[ToolSpec, ...]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -32,14 +33,17 @@ from tools.connectors.caldav import CalDavAccount, CalDavCalendar, RemoteEvent, 
 from tools._render import quoted, write_result, zone
 from tools.args import CalendarCancelArgs, CalendarCreateArgs, CalendarUpdateArgs
 from tools.connectors.backends import backend_of, backends_chosen, on_stores
-from tools.registry import ExecContext, Reconciled, Reconciler, ToolSpec
+from tools.registry import ExecContext, IdKind, Reconciled, Reconciler, ToolSpec
 
-__all__ = ["ACCOUNT_NAMES", "AccountMissing", "CalDavEvents", "calendar_for"]
+__all__ = ["ACCOUNT_NAMES", "CALDAV_EVENT", "AccountMissing", "CalDavEvents", "calendar_for"]
 
 ACCOUNT_NAMES: Final = ("caldav_url", "caldav_username", "caldav_password")
 """The calendar tool's credentials (``tollgate account add``) that make an owner's CalDAV account."""
 _LOOK_BACK: Final = timedelta(days=400)  # how far back an event with a hashed id is looked for
 _PLAIN_NAME: Final = re.compile(r"[A-Za-z0-9-]{1,48}")  # what fits an id as it is (a UUID does)
+CALDAV_EVENT: Final = IdKind("caldav_event", pattern=r"cd[vh]_[A-Za-z0-9-]{1,48}_[0-9a-f]{8}", noun="calendar")
+"""The ids of events on an owner's CalDAV server (:func:`_event_id`): for that owner the calendar
+tool's id fields bind these, never the built-in ``calendar`` ids."""
 
 
 class AccountMissing(TollgateError):
@@ -79,6 +83,8 @@ def _contains(event: RemoteEvent, text: str | None) -> bool:
 
 class CalDavEvents:
     """An :class:`~tools.calendar.EventStore` on one owner's CalDAV calendar."""
+
+    id_kind = CALDAV_EVENT.name
 
     def __init__(self, calendar: CalDavCalendar) -> None:
         self.calendar = calendar
@@ -135,14 +141,14 @@ async def _reconcile_create(ctx: ExecContext, args: CalendarCreateArgs, store: C
     found = await store.calendar.created(ctx.idempotency_key or "")
     if found is None:
         return Reconciled.not_done()
-    return Reconciled.done(builtin.created_result(ctx, _row(store.calendar, found)))
+    return Reconciled.done(builtin.created_result(ctx, _row(store.calendar, found), store.id_kind))
 
 
 async def _reconcile_cancel(ctx: ExecContext, args: CalendarCancelArgs, store: CalDavEvents) -> Reconciled:
     """Cancelled now: done. Still the version approved: not done. Changed otherwise: unknown."""
     row, same = await store.now_held(ctx, args.event_id)
     if row is not None and row["status"] == "cancelled":
-        return Reconciled.done(builtin.cancelled_result(ctx, row))
+        return Reconciled.done(builtin.cancelled_result(ctx, row, store.id_kind))
     return Reconciled.not_done() if same else Reconciled.unknown()
 
 
@@ -157,7 +163,8 @@ async def _reconcile_update(ctx: ExecContext, args: CalendarUpdateArgs, store: C
     if not held:
         return Reconciled.unknown()
     summary = f"Updated {quoted(row['title'])}."
-    return Reconciled.done(write_result("calendar", "update", builtin.event_item(row, ctx.timezone), 1, summary))
+    return Reconciled.done(write_result("calendar", "update", builtin.event_item(row, ctx.timezone), 1, summary,
+                                        id_kind=store.id_kind))
 
 
 def calendar_for(settings: Mapping[str, Any] | None) -> ToolSpec:
@@ -188,9 +195,13 @@ def calendar_for(settings: Mapping[str, Any] | None) -> ToolSpec:
         return call
 
     hooks = {"create": _reconcile_create, "update": _reconcile_update, "cancel_event": _reconcile_cancel}
-    changes = {name: {"remote_for": on_caldav, "reconcile": reconcile(hook)} for name, hook in hooks.items()}
-    changes |= {name: {"remote_for": on_caldav} for name in ("list", "get")}
+    def kinds_for(owner_id: str) -> Mapping[str, str]:
+        return {CALENDAR.name: CALDAV_EVENT.name} if on_caldav(owner_id) else {}
+
+    changes = {name: {"remote_for": on_caldav, "kinds_for": kinds_for, "reconcile": reconcile(hook)}
+               for name, hook in hooks.items()}
+    changes |= {name: {"remote_for": on_caldav, "kinds_for": kinds_for} for name in ("list", "get")}
     runs = {"list": builtin.list_events, "get": builtin.get_event, "create": builtin.create_event,
             "update": builtin.update_event, "cancel_event": builtin.cancel_event}
     previews = {"create": builtin.preview_create, "update": builtin.preview_update, "cancel_event": builtin.preview_cancel}
-    return on_stores(CALENDAR, store_for, runs, previews, changes)
+    return replace(on_stores(CALENDAR, store_for, runs, previews, changes), id_kinds=(*CALENDAR.id_kinds, CALDAV_EVENT))

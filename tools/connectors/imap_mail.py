@@ -11,6 +11,7 @@ is sent twice and nothing is reported undone that was done.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Final
 
 from policies.errors import ErrorCode, NotFound, TollgateError, Unavailable
@@ -19,14 +20,17 @@ from tools._render import plural, quoted, write_result
 from tools.args import MailListArgs, MailMarkReadArgs, MailSendArgs, MailTrashArgs
 from tools.connectors.backends import backend_of, backends_chosen, on_stores
 from tools.connectors.imap import ImapMailbox, MailAccount
-from tools.connectors.imap_session import RemoteMessage
+from tools.connectors.imap_session import ID_PATTERN, RemoteMessage
 from tools.mail import MAIL, TABLE, MailStore
-from tools.registry import ExecContext, Reconciled, ToolSpec
+from tools.registry import ExecContext, IdKind, Reconciled, ToolSpec
 
-__all__ = ["ACCOUNT_NAMES", "MailAccountMissing", "ImapMessages", "mail_for"]
+__all__ = ["ACCOUNT_NAMES", "IMAP_MAIL", "MailAccountMissing", "ImapMessages", "mail_for"]
 
 ACCOUNT_NAMES: Final = ("imap_url", "smtp_url", "mail_username", "mail_password", "mail_address")
 """The mail tool's credentials (``tollgate account add --kind imap``) that make an owner's account."""
+IMAP_MAIL: Final = IdKind("imap_mail", pattern=ID_PATTERN, noun="mail")
+"""The ids of messages on an owner's IMAP server: for that owner the mail tool's id fields bind
+these, never the built-in ``mail`` ids (which name nothing on their server)."""
 
 
 class MailAccountMissing(TollgateError):
@@ -51,6 +55,8 @@ def _sent_row(message: RemoteMessage) -> dict[str, Any]:
 
 class ImapMessages:
     """A :class:`~tools.mail.MailStore` on one owner's IMAP mailbox and SMTP server."""
+
+    id_kind = IMAP_MAIL.name
 
     def __init__(self, mailbox: ImapMailbox) -> None:
         self.mailbox = mailbox
@@ -87,8 +93,8 @@ async def _reconcile_send(ctx: ExecContext, args: MailSendArgs, store: MailStore
     state, found = await store.mailbox.sent_state(ctx.idempotency_key)
     if state == "sent" and found is not None:
         row = _sent_row(found) | {"body": args.body}
-        return Reconciled.done(write_result("mail", "send", row, 1,
-                                            f"Sent {quoted(args.subject)} to {', '.join(args.to)}."))
+        return Reconciled.done(write_result("mail", "send", row, 1, f"Sent {quoted(args.subject)} to {', '.join(args.to)}.",
+                                            id_kind=store.id_kind))
     return Reconciled.unknown() if state == "unknown" else Reconciled.not_done()
 
 
@@ -160,6 +166,10 @@ def mail_for(settings: Mapping[str, Any] | None) -> ToolSpec:
             return await hook(ctx, args, await store_for(ctx))
         return call
 
-    changes = {name: {"remote_for": on_imap, "reconcile": reconcile(hook)} for name, hook in hooks.items()}
-    changes |= {name: {"remote_for": on_imap} for name in ("list", "read")}
-    return on_stores(MAIL, store_for, runs, previews, changes)
+    def kinds_for(owner_id: str) -> Mapping[str, str]:
+        return {MAIL.name: IMAP_MAIL.name} if on_imap(owner_id) else {}
+
+    changes = {name: {"remote_for": on_imap, "kinds_for": kinds_for, "reconcile": reconcile(hook)}
+               for name, hook in hooks.items()}
+    changes |= {name: {"remote_for": on_imap, "kinds_for": kinds_for} for name in ("list", "read")}
+    return replace(on_stores(MAIL, store_for, runs, previews, changes), id_kinds=(*MAIL.id_kinds, IMAP_MAIL))

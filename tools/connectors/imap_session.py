@@ -26,7 +26,7 @@ from tools._render import server_text
 from tools.connectors.errors import AccountRefused, ServerAway
 from tools.web import html_to_text
 
-__all__ = ["SERVER", "CannotMove", "Folder", "ImapSession", "MessageGone", "RemoteMessage", "open_session",
+__all__ = ["ID_PATTERN", "SERVER", "CannotMove", "Folder", "ImapSession", "MessageGone", "RemoteMessage", "open_session",
            "parse_message_id", "quoted", "searchable"]
 
 SERVER: Final = "mail server"
@@ -35,7 +35,9 @@ Folder = Literal["inbox", "sent", "trash", "drafts"]
 _LETTERS: Final[dict[str, Folder]] = {"i": "inbox", "s": "sent", "t": "trash", "d": "drafts"}
 _SPECIAL: Final = {"sent": b"\\Sent", "trash": b"\\Trash", "drafts": b"\\Drafts"}
 _FALLBACK: Final = {"inbox": "INBOX", "sent": "Sent", "trash": "Trash", "drafts": "Drafts"}
-_ID: Final = re.compile(r"imap_([istd])_([0-9]{1,10})_([0-9]{1,10})")
+ID_PATTERN: Final = r"imap_([istd])_([0-9]{1,10})_([0-9]{1,10})"
+"""A message's id: ``imap_<folder letter>_<UIDVALIDITY>_<UID>``, the server's own names for it."""
+_ID: Final = re.compile(ID_PATTERN)
 _BODY_BYTES: Final = 256 * 1024
 _HEADERS: Final = "BODY.PEEK[HEADER.FIELDS (FROM TO SUBJECT DATE MESSAGE-ID)]"
 _FETCH_START: Final = re.compile(rb"^\d+ FETCH \(")
