@@ -39,6 +39,7 @@ from tests.caldav_server import RadicaleServer, radicale
 from tests.children import run_connector_step
 from tests.conftest import NOW, all_rows
 from tests.fakes import ScriptedModel
+from tests.flaky_proxy import flaky_relay
 from tests.harness import Clock, Turns
 from tools.builtin import default_registry
 from tools.connectors.caldav import CalDavAccount, CalDavCalendar, RemoteEvent
@@ -221,6 +222,31 @@ async def test_a_server_gone_mid_conversation_is_said_and_nothing_is_proposed(
         back = await turns.send(ctx, thread, "what's on my calendar this week?")
         assert back.outcome == "read" and back.reply is not None and "Standup" in back.reply
         await turns.check_approvals(thread)
+
+
+async def test_a_dropped_connection_is_retried_for_a_read_and_never_for_a_write(
+        rig: Rig, settings: Settings, db: Database, owner: str, server: RadicaleServer) -> None:
+    """The calendar server drops a connection. A list is safe to repeat: it is retried and
+    answers. A cancel is a remote write: it is tried once, fails honestly, and the event stays."""
+    async with flaky_relay(server.port) as relay:
+        cfg = _reach(settings, owner)
+        store = CredentialStore(db.pool, credentials_cipher(cfg, cfg.approval_key()))
+        await store.set(owner, "calendar", "caldav_url", rig.remote.url.replace(server.url, f"http://127.0.0.1:{relay.port}"))
+
+        relay.drop_next()
+        listed = await rig.turns.send(rig.ctx, rig.thread, "what's on my calendar this week?")
+        assert listed.outcome == "read" and listed.reply is not None and "Dentist" in listed.reply, listed.reply
+        assert relay.dropped == 1 and relay.connections >= 2  # the retry went through
+
+        proposed = await rig.turns.send(rig.ctx, rig.thread, "cancel the 2nd one")
+        assert proposed.approval is not None and "Dentist" in proposed.approval.preview
+        relay.drop_next(2)  # were the write retried, its retry would be dropped too
+        before = relay.connections
+        done = await rig.turns.decide(rig.ctx, proposed.approval.approval_id, {"type": "approve"})
+        assert done.outcome != "executed" and done.reply is not None and "could not be reached" in done.reply, done.reply
+        assert relay.connections == before + 1  # one try, no second
+        assert [(e.title, e.status) for e in await _events(rig)] == [("Standup", "CONFIRMED"), ("Dentist", "CONFIRMED")]
+        await rig.turns.check_approvals(rig.thread)
 
 
 async def test_a_process_killed_after_the_server_stored_the_change_records_it_done(

@@ -21,6 +21,7 @@ from graph.settings import Settings
 from policies.egress import EgressPolicy
 from policies.errors import EgressDenied, NotFound
 from tests.conftest import NOW
+from tests.flaky_proxy import flaky_relay
 from tests.harness import Clock
 from tests.mail_server import TLS_NAME, MailServers, mail_servers
 from tests.server_harness import LiveServer, issue_token, serve
@@ -239,6 +240,24 @@ async def test_a_server_that_goes_away_is_transient_and_comes_back(settings: Set
     finally:
         servers.start_imap()
     assert [m.subject for m in (await box.list("inbox"))[0]] == ["Still here"]
+
+
+async def test_a_connection_the_server_closes_is_away_at_once_not_after_the_timeout(
+        settings: Settings, servers: MailServers) -> None:
+    """A server that closes the connection (before its greeting, or while a command waits for its
+    answer) is :class:`ServerAway` as soon as it does, not after the timeout: aioimaplib alone
+    waits it out, and a turn's retries would then take three timeouts to answer."""
+    servers.deliver("alice", _letter("Still here"))
+    patient = settings.model_copy(update={"egress_timeout_seconds": 60.0})
+    async with flaky_relay(servers.imap_port) as relay:
+        box = _box(patient, servers, imap_url=f"imap://127.0.0.1:{relay.port}")
+        relay.drop_next()
+        async with asyncio.timeout(20):  # a third of the timeout: it did not wait for it
+            with pytest.raises(ServerAway):
+                await box.list("inbox")
+        assert relay.dropped == 1
+        found, _ = await box.list("inbox")
+        assert [m.subject for m in found] == ["Still here"]
 
 
 async def test_an_smtp_server_away_sends_nothing_and_leaves_no_draft(settings: Settings, servers: MailServers) -> None:

@@ -35,6 +35,7 @@ from policies.errors import ApprovalInvalid
 from tests.children import run_connector_step
 from tests.conftest import NOW, all_rows
 from tests.fakes import ScriptedModel
+from tests.flaky_proxy import flaky_relay
 from tests.harness import Clock, Turns
 from tests.mail_server import MailServers, mail_servers
 from tools.builtin import default_registry
@@ -259,6 +260,31 @@ async def test_a_server_gone_mid_conversation_is_said_and_nothing_is_proposed(ri
     back = await rig.turns.send(rig.ctx, rig.thread, "check my inbox")
     assert back.outcome == "read" and back.reply is not None and "Quarterly report" in back.reply
     await rig.turns.check_approvals(rig.thread)
+
+
+async def test_a_dropped_connection_is_retried_for_a_read_and_never_for_a_send(
+        rig: Rig, settings: Settings, db: Database, owner: str, servers: MailServers) -> None:
+    """The mailbox drops one connection. A list is safe to repeat: it is retried and answers. A
+    send is not: it fails once, honestly, and nothing reaches the SMTP server."""
+    async with flaky_relay(servers.imap_port) as relay:
+        cfg = _reach(settings, owner)
+        store = CredentialStore(db.pool, credentials_cipher(cfg, cfg.approval_key()))
+        await store.set(owner, "mail", "imap_url", f"imap://127.0.0.1:{relay.port}")
+
+        relay.drop_next()
+        listed = await rig.turns.send(rig.ctx, rig.thread, "check my inbox")
+        assert listed.outcome == "read" and listed.reply is not None and "Weekly newsletter" in listed.reply
+        assert relay.dropped == 1 and relay.connections >= 2  # the retry went through
+
+        proposed = await rig.turns.send(rig.ctx, rig.thread, "email sam@elsewhere.test that I'll be late")
+        assert proposed.approval is not None, proposed.reply
+        relay.drop_next()
+        before, sent_before = relay.connections, len(rig.servers.accepted())
+        done = await rig.turns.decide(rig.ctx, proposed.approval.approval_id, {"type": "approve"})
+        assert done.outcome != "executed" and done.reply is not None and "could not be reached" in done.reply, done.reply
+        assert relay.connections == before + 1  # one try, no second
+        assert len(rig.servers.accepted()) == sent_before and await _subjects(rig.box, "drafts") == []
+        await rig.turns.check_approvals(rig.thread)
 
 
 @pytest.mark.parametrize("where", ["after-sent", "after-smtp"])

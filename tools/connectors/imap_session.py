@@ -12,12 +12,12 @@ import asyncio
 import email.policy
 import re
 import ssl
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.parser import BytesParser
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 import aioimaplib
 
@@ -38,6 +38,7 @@ _FALLBACK: Final = {"inbox": "INBOX", "sent": "Sent", "trash": "Trash", "drafts"
 ID_PATTERN: Final = r"imap_([istd])_([0-9]{1,10})_([0-9]{1,10})"
 """A message's id: ``imap_<folder letter>_<UIDVALIDITY>_<UID>``, the server's own names for it."""
 _ID: Final = re.compile(ID_PATTERN)
+_T = TypeVar("_T")
 _BODY_BYTES: Final = 256 * 1024
 _HEADERS: Final = "BODY.PEEK[HEADER.FIELDS (FROM TO SUBJECT DATE MESSAGE-ID)]"
 _FETCH_START: Final = re.compile(rb"^\d+ FETCH \(")
@@ -169,14 +170,19 @@ def _text_of(raw: bytes) -> str:
 class ImapSession:
     """One logged-in IMAP connection (:func:`open_session`): the commands Tollgate uses, by UID."""
 
-    def __init__(self, client: aioimaplib.IMAP4, folders: dict[str, str]) -> None:
+    def __init__(self, client: aioimaplib.IMAP4, folders: dict[str, str], lost: asyncio.Future[None]) -> None:
         self.client = client
         self.folders = folders
         self.selected: tuple[str, int] | None = None
+        self._lost = lost
+
+    async def _ask(self, command: Awaitable[_T]) -> _T:
+        """``command``'s answer, or ``ConnectionResetError`` as soon as the server closed the connection."""
+        return await _unless_lost(command, self._lost)
 
     async def select(self, folder: Folder) -> int:
         """Select ``folder``; its UIDVALIDITY."""
-        response = await self.client.select(quoted(self.folders[folder]))
+        response = await self._ask(self.client.select(quoted(self.folders[folder])))
         if not _ok(response):
             raise NotFound("mail folder", folder)
         validity = next((_int_of(rb"\[UIDVALIDITY (\d+)\]", line) for line in response.lines
@@ -187,7 +193,7 @@ class ImapSession:
         return validity
 
     async def search(self, *criteria: str) -> list[int]:
-        response = await self.client.uid_search(*criteria, charset=None)
+        response = await self._ask(self.client.uid_search(*criteria, charset=None))
         if not _ok(response):
             raise Unavailable(SERVER)
         return sorted(int(n) for line in response.lines[:-1] if isinstance(line, bytes)
@@ -196,7 +202,7 @@ class ImapSession:
     async def headers(self, folder: Folder, validity: int, uids: Sequence[int]) -> list[RemoteMessage]:
         if not uids:
             return []
-        response = await self.client.uid("fetch", ",".join(map(str, uids)), f"(UID FLAGS INTERNALDATE {_HEADERS})")
+        response = await self._ask(self.client.uid("fetch", ",".join(map(str, uids)), f"(UID FLAGS INTERNALDATE {_HEADERS})"))
         if not _ok(response):
             raise Unavailable(SERVER)
         found = {m.id: m for m in (self._message(folder, validity, attrs, data) for attrs, data in _fetched(response.lines))
@@ -219,7 +225,7 @@ class ImapSession:
         )
 
     async def body(self, folder: Folder, validity: int, uid: int) -> RemoteMessage:
-        response = await self.client.uid("fetch", str(uid), f"(UID FLAGS INTERNALDATE BODY.PEEK[]<0.{_BODY_BYTES}>)")
+        response = await self._ask(self.client.uid("fetch", str(uid), f"(UID FLAGS INTERNALDATE BODY.PEEK[]<0.{_BODY_BYTES}>)"))
         parts = _fetched(response.lines) if _ok(response) else []
         if not parts:
             raise MessageGone(f"imap_{folder[0]}_{validity}_{uid}")
@@ -236,12 +242,12 @@ class ImapSession:
         return found[0] if found else None
 
     async def append(self, folder: Folder, raw: bytes, flags: str) -> None:
-        if not _ok(await self.client.append(raw, mailbox=quoted(self.folders[folder]), flags=flags)):
+        if not _ok(await self._ask(self.client.append(raw, mailbox=quoted(self.folders[folder]), flags=flags))):
             raise Unavailable(SERVER)
 
     async def mark_seen(self, uids: Sequence[int]) -> None:
         """Set ``\\Seen`` on ``uids`` of the selected folder."""
-        if uids and not _ok(await self.client.uid("store", ",".join(map(str, uids)), "+FLAGS.SILENT (\\Seen)")):
+        if uids and not _ok(await self._ask(self.client.uid("store", ",".join(map(str, uids)), "+FLAGS.SILENT (\\Seen)"))):
             raise Unavailable(SERVER)
 
     async def move(self, uids: Sequence[int], to: Folder) -> None:
@@ -250,14 +256,14 @@ class ImapSession:
         the owner had flagged deleted elsewhere."""
         numbers, target = ",".join(map(str, uids)), quoted(self.folders[to])
         if self.client.has_capability("MOVE"):
-            done = _ok(await self.client.uid("move", numbers, target))
+            done = _ok(await self._ask(self.client.uid("move", numbers, target)))
         elif not self.client.has_capability("UIDPLUS"):
             raise CannotMove()
         else:
-            done = _ok(await self.client.uid("copy", numbers, target))
+            done = _ok(await self._ask(self.client.uid("copy", numbers, target)))
             if done:
-                await self.client.uid("store", numbers, "+FLAGS.SILENT (\\Deleted)")
-                await self.client.uid("expunge", numbers)
+                await self._ask(self.client.uid("store", numbers, "+FLAGS.SILENT (\\Deleted)"))
+                await self._ask(self.client.uid("expunge", numbers))
         if not done:
             raise Unavailable(SERVER)
 
@@ -265,15 +271,31 @@ class ImapSession:
         """Expunge ``uids`` of the selected ``folder`` (only drafts Tollgate saved itself are removed);
         on a server without UIDPLUS they are left, flagged deleted, rather than expunge anything else."""
         if uids:
-            await self.client.uid("store", ",".join(map(str, uids)), "+FLAGS.SILENT (\\Deleted)")
+            await self._ask(self.client.uid("store", ",".join(map(str, uids)), "+FLAGS.SILENT (\\Deleted)"))
             if self.client.has_capability("UIDPLUS"):
-                await self.client.uid("expunge", ",".join(map(str, uids)))
+                await self._ask(self.client.uid("expunge", ",".join(map(str, uids))))
 
 
-async def _close(client: aioimaplib.IMAP4) -> None:
-    """Log out if the session got that far, and close the connection whatever happened."""
+async def _unless_lost(step: Awaitable[_T], lost: asyncio.Future[None]) -> _T:
+    """``step``'s result, or ``ConnectionResetError`` once ``lost`` is set.
+
+    aioimaplib waits out its whole timeout for an answer on a connection the server has already
+    closed (a greeting, a command); its public ``conn_lost_cb`` says so at once, and this stops
+    the wait there, so a dropped connection is retried (or reported) without that wait.
+    """
+    task = asyncio.ensure_future(step)
+    if not lost.done():
+        await asyncio.wait({task, lost}, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        return task.result()  # an answer that came before the connection closed still counts
+    task.cancel()
+    raise ConnectionResetError("the server closed the connection")
+
+
+async def _close(client: aioimaplib.IMAP4, lost: asyncio.Future[None]) -> None:
+    """Log out if the session got that far and is still connected, and close the connection whatever happened."""
     try:
-        if client.protocol is not None and client.get_state() in ("AUTH", "SELECTED"):
+        if not lost.done() and client.protocol is not None and client.get_state() in ("AUTH", "SELECTED"):
             await asyncio.wait_for(client.logout(), 5)
     except (aioimaplib.Abort, aioimaplib.CommandTimeout, OSError, TimeoutError):
         pass
@@ -315,19 +337,26 @@ async def open_session(address: str, host: str, port: int, tls: ssl.SSLContext |
     for a certificate that does not verify, and :class:`ServerAway` for a server that cannot be
     reached or stops answering; the whole session is bounded by ``3 × timeout``.
     """
-    loop = _PinnedLoop(asyncio.get_running_loop(), address, host)
+    running = asyncio.get_running_loop()
+    loop = _PinnedLoop(running, address, host)
+    lost: asyncio.Future[None] = running.create_future()
+
+    def on_lost(_exc: Exception | None) -> None:
+        if not lost.done():
+            lost.set_result(None)
+
     try:
         async with asyncio.timeout(timeout * 3):
             client = aioimaplib.IMAP4(host=host, port=port, loop=loop,  # type: ignore[arg-type]
-                                      timeout=timeout, ssl_context=tls)
+                                      timeout=timeout, ssl_context=tls, conn_lost_cb=on_lost)
             try:
-                await client.wait_hello_from_server()
-                if not _ok(await client.login(username, password)):
+                await _unless_lost(client.wait_hello_from_server(), lost)
+                if not _ok(await _unless_lost(client.login(username, password), lost)):
                     raise AccountRefused(SERVER)
-                listed = await client.list('""', '"*"')
-                yield ImapSession(client, _folders(listed.lines if _ok(listed) else []))
+                listed = await _unless_lost(client.list('""', '"*"'), lost)
+                yield ImapSession(client, _folders(listed.lines if _ok(listed) else []), lost)
             finally:
-                await _close(client)
+                await _close(client, lost)
     except ssl.SSLCertVerificationError:
         raise EgressDenied("certificate_refused") from None
     except (OSError, TimeoutError, ssl.SSLError, aioimaplib.Abort, aioimaplib.CommandTimeout,
