@@ -19,8 +19,9 @@ on one calendar collection the owner named. Its contract:
   parse is skipped, and text fields are clipped.
 
 Hand-written over our egress client rather than the ``caldav`` library: that library opens its
-own connections, and every connection of a tool must go through the egress gate (pinned DNS,
-allowlist, caps). What is used of the protocol is small: REPORT calendar-query, GET, PUT.
+own connections (its clients build their own HTTP session and take only a proxy URL, and it can
+discover servers through DNS), and every connection of a tool must go through the egress gate
+(pinned DNS, allowlist, caps). What is used of the protocol is small: REPORT calendar-query, GET, PUT.
 """
 
 from __future__ import annotations
