@@ -12,9 +12,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from tools.registry import ActionSpec, ExecContext, ToolSpec
+from tools.registry import ActionSpec, ExecContext, IdKind, Reconciled, Reconciler, ToolSpec
 
-__all__ = ["backend_of", "backends_chosen", "on_stores"]
+__all__ = ["ServerHook", "backend_of", "backends_chosen", "on_stores"]
 
 
 def backend_of(settings: Mapping[str, Any], tool: str, owner_id: str) -> str:
@@ -32,21 +32,41 @@ StoreFor = Callable[[ExecContext], Awaitable[Any]]
 """The store of the call's owner (raising a typed error when it cannot be reached or is not set up)."""
 
 
+ServerHook = Callable[[ExecContext, Any, Any], Awaitable[Reconciled]]
+"""Whether a write happened, asked of the owner's own server: ``(ctx, args, store)``."""
+
+
 def on_stores(tool: ToolSpec, store_for: StoreFor, runs: Mapping[str, Callable[..., Awaitable[Any]]],
-              previews: Mapping[str, Callable[..., Awaitable[Any]]],
-              changes: Mapping[str, Mapping[str, Any]] | None = None) -> ToolSpec:
+              previews: Mapping[str, Callable[..., Awaitable[Any]]], *, on_server: Callable[[str], bool],
+              kind: IdKind, hooks: Mapping[str, ServerHook]) -> ToolSpec:
     """``tool`` with each action's executor (``runs``) and preview (``previews``) called on
-    ``store_for(ctx)`` as their third argument, and ``changes`` applied per action name."""
+    ``store_for(ctx)`` as their third argument.
+
+    For an owner on their own server (``on_server``) every action leaves Tollgate
+    (``remote_for``), the tool's ids are of ``kind`` (``kinds_for``), and a write after a crash
+    is reconciled by its hook in ``hooks``, given the server's store.
+    """
 
     def on_store(run: Callable[..., Awaitable[Any]]) -> Callable[[ExecContext, Any], Awaitable[Any]]:
         async def call(ctx: ExecContext, args: Any) -> Any:
             return await run(ctx, args, await store_for(ctx))
         return call
 
+    def reconcile(hook: ServerHook) -> Reconciler:
+        async def call(ctx: ExecContext, args: Any) -> Reconciled:
+            if not on_server(ctx.owner_id):
+                return Reconciled.unknown()  # only an owner's remote write is ever reconciled
+            return await hook(ctx, args, await store_for(ctx))
+        return call
+
+    def kinds_for(owner_id: str) -> Mapping[str, str]:
+        return {tool.name: kind.name} if on_server(owner_id) else {}
+
     def action(spec: ActionSpec) -> ActionSpec:
-        preview = previews.get(spec.name)
+        preview, hook = previews.get(spec.name), hooks.get(spec.name)
         return replace(spec, executor=on_store(runs[spec.name]),
                        preview=on_store(preview) if preview is not None else spec.preview,
-                       **(changes or {}).get(spec.name, {}))
+                       remote_for=on_server, kinds_for=kinds_for,
+                       reconcile=reconcile(hook) if hook is not None else spec.reconcile)
 
-    return replace(tool, actions=tuple(action(a) for a in tool.actions))
+    return replace(tool, actions=tuple(action(a) for a in tool.actions), id_kinds=(*tool.id_kinds, kind))

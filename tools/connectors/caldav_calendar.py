@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import replace
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -33,7 +32,7 @@ from tools.connectors.caldav import CalDavAccount, CalDavCalendar, RemoteEvent, 
 from tools._render import quoted, write_result, zone
 from tools.args import CalendarCancelArgs, CalendarCreateArgs, CalendarUpdateArgs
 from tools.connectors.backends import backend_of, backends_chosen, on_stores
-from tools.registry import ExecContext, IdKind, Reconciled, Reconciler, ToolSpec
+from tools.registry import ExecContext, IdKind, Reconciled, ToolSpec
 
 __all__ = ["ACCOUNT_NAMES", "CALDAV_EVENT", "AccountMissing", "CalDavEvents", "calendar_for"]
 
@@ -188,20 +187,8 @@ def calendar_for(settings: Mapping[str, Any] | None) -> ToolSpec:
     def on_caldav(owner_id: str) -> bool:
         return backend_of(values, "calendar", owner_id) == "caldav"
 
-    def reconcile(hook: Callable[[ExecContext, Any, CalDavEvents], Awaitable[Reconciled]]) -> Reconciler:
-        async def call(ctx: ExecContext, args: Any) -> Reconciled:
-            store = await store_for(ctx)
-            return await hook(ctx, args, store) if isinstance(store, CalDavEvents) else Reconciled.unknown()
-        return call
-
     hooks = {"create": _reconcile_create, "update": _reconcile_update, "cancel_event": _reconcile_cancel}
-    def kinds_for(owner_id: str) -> Mapping[str, str]:
-        return {CALENDAR.name: CALDAV_EVENT.name} if on_caldav(owner_id) else {}
-
-    changes = {name: {"remote_for": on_caldav, "kinds_for": kinds_for, "reconcile": reconcile(hook)}
-               for name, hook in hooks.items()}
-    changes |= {name: {"remote_for": on_caldav, "kinds_for": kinds_for} for name in ("list", "get")}
     runs = {"list": builtin.list_events, "get": builtin.get_event, "create": builtin.create_event,
             "update": builtin.update_event, "cancel_event": builtin.cancel_event}
     previews = {"create": builtin.preview_create, "update": builtin.preview_update, "cancel_event": builtin.preview_cancel}
-    return replace(on_stores(CALENDAR, store_for, runs, previews, changes), id_kinds=(*CALENDAR.id_kinds, CALDAV_EVENT))
+    return on_stores(CALENDAR, store_for, runs, previews, on_server=on_caldav, kind=CALDAV_EVENT, hooks=hooks)

@@ -11,7 +11,6 @@ is sent twice and nothing is reported undone that was done.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any, Final
 
 from policies.errors import ErrorCode, NotFound, TollgateError, Unavailable
@@ -86,9 +85,9 @@ class ImapMessages:
         return await self.mailbox.mark_read([r["remote"] for r in rows])
 
 
-async def _reconcile_send(ctx: ExecContext, args: MailSendArgs, store: MailStore) -> Reconciled:
+async def _reconcile_send(ctx: ExecContext, args: MailSendArgs, store: ImapMessages) -> Reconciled:
     """In Sent: done. Still a draft: it may have gone out, unknown. Neither: it never started."""
-    if not isinstance(store, ImapMessages) or ctx.idempotency_key is None:
+    if ctx.idempotency_key is None:
         return Reconciled.unknown()
     state, found = await store.mailbox.sent_state(ctx.idempotency_key)
     if state == "sent" and found is not None:
@@ -109,10 +108,8 @@ async def _still_there(store: MailStore, ctx: ExecContext, ids: list[str]) -> li
     return present or None
 
 
-async def _reconcile_trash(ctx: ExecContext, args: MailTrashArgs, store: MailStore) -> Reconciled:
+async def _reconcile_trash(ctx: ExecContext, args: MailTrashArgs, store: ImapMessages) -> Reconciled:
     """None left where they were: moved, done. All there: not done. Some: unknown."""
-    if not isinstance(store, ImapMessages):
-        return Reconciled.unknown()
     ids = [i for i in dict.fromkeys(args.message_ids) if not i.startswith("imap_t_")]
     present = await _still_there(store, ctx, ids)
     if present is None:
@@ -122,10 +119,8 @@ async def _reconcile_trash(ctx: ExecContext, args: MailTrashArgs, store: MailSto
     return Reconciled.not_done() if len(present) == len(ids) else Reconciled.unknown()
 
 
-async def _reconcile_mark_read(ctx: ExecContext, args: MailMarkReadArgs, store: MailStore) -> Reconciled:
+async def _reconcile_mark_read(ctx: ExecContext, args: MailMarkReadArgs, store: ImapMessages) -> Reconciled:
     """All read: done (one STORE marks them together). Otherwise: not done."""
-    if not isinstance(store, ImapMessages):
-        return Reconciled.unknown()
     rows = await store.received(ctx, list(dict.fromkeys(args.message_ids)))
     if all(r["is_read"] for r in rows):
         ids = [r["id"] for r in rows]
@@ -161,15 +156,4 @@ def mail_for(settings: Mapping[str, Any] | None) -> ToolSpec:
     previews = {"send": builtin.preview_send, "trash": builtin.preview_trash}
     hooks = {"send": _reconcile_send, "trash": _reconcile_trash, "mark_read": _reconcile_mark_read}
 
-    def reconcile(hook: Any) -> Any:
-        async def call(ctx: ExecContext, args: Any) -> Reconciled:
-            return await hook(ctx, args, await store_for(ctx))
-        return call
-
-    def kinds_for(owner_id: str) -> Mapping[str, str]:
-        return {MAIL.name: IMAP_MAIL.name} if on_imap(owner_id) else {}
-
-    changes = {name: {"remote_for": on_imap, "kinds_for": kinds_for, "reconcile": reconcile(hook)}
-               for name, hook in hooks.items()}
-    changes |= {name: {"remote_for": on_imap, "kinds_for": kinds_for} for name in ("list", "read")}
-    return replace(on_stores(MAIL, store_for, runs, previews, changes), id_kinds=(*MAIL.id_kinds, IMAP_MAIL))
+    return on_stores(MAIL, store_for, runs, previews, on_server=on_imap, kind=IMAP_MAIL, hooks=hooks)
