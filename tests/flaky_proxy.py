@@ -2,14 +2,20 @@
 
 Tests point an account at the relay instead of the server to make the server "go away" for
 exactly one connection: :meth:`FlakyRelay.drop_next` closes the next ``n`` connections as soon
-as they arrive (and every connection open now), then relays again as if nothing happened.
+as they arrive (and every connection open now), and :meth:`FlakyRelay.drop_when_sent` closes the
+connection a client sends some bytes on (a command) instead of passing them on, so that command
+waits for an answer that never comes. Then it relays again as if nothing happened.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+
+
+class _Dropped(Exception):
+    """A connection the relay closes on purpose."""
 
 
 class FlakyRelay:
@@ -23,6 +29,7 @@ class FlakyRelay:
         self.dropped = 0
         """Connections closed on purpose so far."""
         self._to_drop = 0
+        self._drop_on: bytes | None = None
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.Task[None]] = set()
 
@@ -31,6 +38,17 @@ class FlakyRelay:
         self._to_drop += n
         for task in list(self._open):
             task.cancel()
+
+    def drop_when_sent(self, marker: bytes) -> None:
+        """Close the next connection on which a client sends ``marker``, before the server sees it."""
+        self._drop_on = marker
+
+    def _passes(self, data: bytes) -> bool:
+        if self._drop_on is not None and self._drop_on in data:
+            self._drop_on = None
+            self.dropped += 1
+            return False
+        return True
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
@@ -61,8 +79,8 @@ class FlakyRelay:
             self._open.discard(task)
             return
         try:
-            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
-        except asyncio.CancelledError:
+            await asyncio.gather(_pipe(reader, up_writer, self._passes), _pipe(up_reader, writer))
+        except (asyncio.CancelledError, _Dropped):
             pass
         finally:
             self._open.discard(task)
@@ -70,9 +88,12 @@ class FlakyRelay:
                 w.close()
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                passes: Callable[[bytes], bool] = lambda _data: True) -> None:
     with contextlib.suppress(ConnectionError):
         while data := await reader.read(65536):
+            if not passes(data):
+                raise _Dropped  # the relay closes the connection, both ways
             writer.write(data)
             await writer.drain()
     with contextlib.suppress(OSError):

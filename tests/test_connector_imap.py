@@ -259,6 +259,12 @@ async def test_a_connection_the_server_closes_is_away_at_once_not_after_the_time
         found, _ = await box.list("inbox")
         assert [m.subject for m in found] == ["Still here"]
 
+        relay.drop_when_sent(b"UID FETCH")  # logged in, the folder selected: the fetch is never answered
+        async with asyncio.timeout(20):
+            with pytest.raises(ServerAway):
+                await box.list("inbox")
+        assert relay.dropped == 2
+
 
 async def test_an_smtp_server_away_sends_nothing_and_leaves_no_draft(settings: Settings, servers: MailServers) -> None:
     box = _box(settings, servers)
