@@ -44,7 +44,9 @@ from tests.harness import Clock, Turns
 from tools.builtin import default_registry
 from tools.connectors.caldav import CalDavAccount, CalDavCalendar, RemoteEvent
 from tools.connectors.caldav_calendar import ACCOUNT_NAMES, CALDAV_EVENT, CalDavEvents
+from tools.connectors.triggers import NotWatched
 from tools.demo import seed_demo
+from tools.triggers import TriggerCreateArgs
 
 PARIS = ZoneInfo("Europe/Paris")
 _PASSWORD = "calendar-pass-9"
@@ -123,6 +125,22 @@ async def test_the_servers_ids_are_their_own_kind_and_bind_only_for_their_owner(
                                   rig.ctx.owner_id + "_b")
     assert cancel.id_fields_of(rig.ctx.owner_id + "_b") == {"event_id": "calendar"}
     assert refused is not None and refused.refusal == "no_list"  # that owner was shown no calendar list here
+
+
+async def test_a_trigger_rule_on_events_from_the_owners_server_is_refused(rig: Rig) -> None:
+    """The trigger evaluator watches Tollgate's own calendar: for a CalDAV owner an event rule is
+    refused at its preview and at its executor; a mail rule (their mail is Tollgate's) is not."""
+    create = rig.turns.runner.services.registry.action("triggers", "create")
+    assert create is not None and create.preview is not None
+    ctx = rig.turns.runner.services.exec_context(rig.ctx.owner_id, "Europe/Paris", "triggers", None, None)
+    on_events = TriggerCreateArgs.model_validate(
+        {"match": {"kind": "event", "title_contains": "Standup", "lead_minutes": 30}, "instruction": "x"})
+    for step in (create.preview, create.executor):
+        with pytest.raises(NotWatched, match="calendar events kept in Tollgate itself"):
+            await step(ctx, on_events)
+    on_mail = TriggerCreateArgs.model_validate({"match": {"kind": "mail", "sender": "sam@example.com"},
+                                                "instruction": "x"})
+    assert "sam@example.com" in await create.preview(ctx, on_mail)
 
 
 async def test_events_are_found_again_by_name_or_by_their_hashed_address(rig: Rig) -> None:

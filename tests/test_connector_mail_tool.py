@@ -34,7 +34,7 @@ from nodes.offline import OfflinePicker
 from policies.errors import ApprovalInvalid
 from tests.children import run_connector_step
 from tests.conftest import NOW, all_rows
-from tests.fakes import ScriptedModel
+from tests.fakes import ScriptedModel, call
 from tests.flaky_proxy import flaky_relay
 from tests.harness import Clock, Turns
 from tests.mail_server import MailServers, mail_servers
@@ -246,6 +246,29 @@ async def test_another_owner_stays_on_tollgates_own_tables(rig: Rig, db: Databas
     async with all_rows(db) as conn:
         cur = await conn.execute("SELECT count(*) AS n FROM mail_messages WHERE owner_id = %s", (rig.ctx.owner_id,))
         assert await cur.fetchone() == {"n": 0}  # the IMAP owner's mail never touched the tables
+
+
+async def test_a_trigger_rule_on_mail_from_the_owners_server_is_refused_not_left_idle(rig: Rig, db: Database) -> None:
+    """Trigger rules watch Tollgate's own tables: a rule on mail the owner keeps on their IMAP server
+    would never fire, so it is refused when proposed, saying why. A rule on their events (still in
+    Tollgate's calendar) is proposed as ever."""
+    model = ScriptedModel(steps=[])
+    services = Services(settings=rig.turns.runner.services.settings, db=db,
+                        registry=rig.turns.runner.services.registry, picker_model=model, clock=Clock(NOW))
+    turns = Turns(TurnRunner(build_graph(services, checkpointer=await open_checkpointer(db)), services))
+    mail_rule = {"match": {"kind": "mail", "sender": "sam@elsewhere.test"}, "instruction": "summarize it"}
+    model.push(call("triggers__create", mail_rule))
+    out = await turns.send(rig.ctx, rig.thread, "when Sam emails me, summarize it")
+    assert out.approval is None and out.reply is not None, out.reply
+    assert "do not watch yet" in out.reply and "no rule was made" in out.reply, out.reply
+    async with all_rows(db) as conn:
+        cur = await conn.execute("SELECT count(*) AS n FROM trigger_rules WHERE owner_id = %s", (rig.ctx.owner_id,))
+        assert await cur.fetchone() == {"n": 0}
+    event_rule = {"match": {"kind": "event", "title_contains": "Standup", "lead_minutes": 30}, "instruction": "x"}
+    model.push(call("triggers__create", event_rule))
+    events = await turns.send(rig.ctx, rig.thread, "30 minutes before any standup, list my open tasks")
+    assert events.approval is not None and events.approval.action == "create", events.reply
+    await turns.check_approvals(rig.thread)
 
 
 async def test_a_server_gone_mid_conversation_is_said_and_nothing_is_proposed(rig: Rig) -> None:

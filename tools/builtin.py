@@ -11,6 +11,7 @@ from graph.background.offer import BACKGROUND
 from tools.calendar import CALENDAR
 from tools.connectors.caldav_calendar import calendar_for
 from tools.connectors.imap_mail import mail_for
+from tools.connectors.triggers import triggers_for
 from tools.mail import MAIL
 from tools.notes import NOTES
 from tools.registry import Registry, ToolSpec
@@ -31,8 +32,9 @@ def builtin_tools() -> tuple[ToolSpec, ...]:
 def enabled_builtins(settings: Mapping[str, Any] | None) -> tuple[ToolSpec, ...]:
     """The built-ins for these settings: the store-backed tools (the calendar and mail on each
     owner's backend: Tollgate's tables, or their CalDAV, IMAP and SMTP servers), and the web
-    tools (weather, search, fetch), which are off unless the settings turn them on."""
-    chosen = {CALENDAR.name: calendar_for(settings), MAIL.name: mail_for(settings)}
+    tools (weather, search, fetch), which are off unless the settings turn them on. Trigger
+    rules refuse to watch what an owner keeps on their own server."""
+    chosen = {CALENDAR.name: calendar_for(settings), MAIL.name: mail_for(settings), TRIGGERS.name: triggers_for(settings)}
     return (*(chosen.get(t.name, t) for t in builtin_tools()), *web_tools(settings))
 
 
