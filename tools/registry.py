@@ -426,6 +426,7 @@ class Registry:
         self._tools: dict[str, ToolSpec] = {}
         self._by_function: dict[str, tuple[ToolSpec, ActionSpec]] = {}
         self._kinds: dict[str, IdKind] = {}
+        self._kinds_for: dict[Callable[[str], Mapping[str, str]], None] = {}  # distinct, in order
         for tool in tools:
             if tool.name in self._tools:
                 raise ValueError(f"tool {tool.name!r} registered twice")
@@ -434,6 +435,7 @@ class Registry:
             self._tools[tool.name] = tool
             for action in tool.actions:
                 self._by_function[function_name(tool.name, action.name)] = (tool, action)
+            self._kinds_for.update(dict.fromkeys(a.kinds_for for a in tool.actions if a.kinds_for is not None))
             for kind in tool.id_kinds:
                 if self._kinds.setdefault(kind.name, kind) != kind:
                     raise ValueError(f"id kind {kind.name!r} is declared twice, differently")
@@ -449,9 +451,8 @@ class Registry:
         """Declared kind -> the kind ``owner_id``'s ids are instead (:attr:`ActionSpec.kinds_for`); empty
         for an owner whose every tool uses the ids it declares."""
         out: dict[str, str] = {}
-        for _, action in self.actions():
-            if action.kinds_for is not None:
-                out.update(action.kinds_for(owner_id))
+        for kinds_for in self._kinds_for:
+            out.update(kinds_for(owner_id))
         return out
 
     @property

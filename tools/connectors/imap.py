@@ -195,8 +195,8 @@ class ImapMailbox:
                 raise MessageGone(message_id)
             return await session.body(folder, validity, uid)
 
-    async def messages(self, ids: Sequence[str]) -> list[RemoteMessage]:
-        """The messages ``ids`` name, in order (headers and flags); :class:`NotFound` if one is gone."""
+    async def still_there(self, ids: Sequence[str]) -> dict[str, RemoteMessage]:
+        """Those of the messages ``ids`` name that are still where they were listed (headers and flags), by id."""
         wanted = [parse_message_id(i) for i in ids]
         found: dict[str, RemoteMessage] = {}
         async with self._session() as session:
@@ -204,6 +204,11 @@ class ImapMailbox:
                 validity = await session.select(folder)
                 uids = [u for f, v, u in wanted if f == folder and v == validity]
                 found |= {m.id: m for m in await session.headers(folder, validity, uids)}
+        return found
+
+    async def messages(self, ids: Sequence[str]) -> list[RemoteMessage]:
+        """The messages ``ids`` name, in order (headers and flags); :class:`NotFound` if one is gone."""
+        found = await self.still_there(ids)
         for message_id in ids:
             if message_id not in found:
                 raise MessageGone(message_id)
@@ -230,8 +235,8 @@ class ImapMailbox:
         async with self._session() as session:
             for folder in dict.fromkeys(m.folder for m in moving):
                 validity = await session.select(folder)
-                mine = {parse_message_id(m.id)[2]: m.id for m in moving
-                        if m.folder == folder and parse_message_id(m.id)[1] == validity}
+                listed = [(parse_message_id(m.id), m.id) for m in moving if m.folder == folder]
+                mine = {uid: message_id for (_, held, uid), message_id in listed if held == validity}
                 present = [uid for uid in await session.search("UID", ",".join(map(str, mine))) if uid in mine] if mine else []
                 if present:
                     await session.move(present, "trash")
@@ -274,6 +279,8 @@ class ImapMailbox:
         raw = message.as_bytes(policy=email.policy.SMTP)
         submission = await self._submission()
         smtp = await submission.connect()  # an SMTP server away or refusing the login: nothing is done yet
+        # Drafts and Sent each get a session of their own, not one held across the hand-over: a
+        # session's time bound must never cut the SMTP delivery short (it would look undelivered).
         try:
             async with self._session() as session:
                 await session.append("drafts", raw, "(\\Draft \\Seen)")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from policies.errors import ErrorCode, NotFound, TollgateError, Unavailable
+from policies.errors import ErrorCode, TollgateError, Unavailable
 from tools import mail as builtin
 from tools._render import plural, quoted, write_result
 from tools.args import MailListArgs, MailMarkReadArgs, MailSendArgs, MailTrashArgs
@@ -97,22 +97,11 @@ async def _reconcile_send(ctx: ExecContext, args: MailSendArgs, store: ImapMessa
     return Reconciled.unknown() if state == "unknown" else Reconciled.not_done()
 
 
-async def _still_there(store: MailStore, ctx: ExecContext, ids: list[str]) -> list[dict[str, Any]] | None:
-    """The messages ``ids`` name where they were listed, or ``None`` when none of them is there any more."""
-    present = []
-    for message_id in dict.fromkeys(ids):
-        try:
-            present.extend(await store.received(ctx, [message_id]))
-        except NotFound:
-            continue
-    return present or None
-
-
 async def _reconcile_trash(ctx: ExecContext, args: MailTrashArgs, store: ImapMessages) -> Reconciled:
     """None left where they were: moved, done. All there: not done. Some: unknown."""
     ids = [i for i in dict.fromkeys(args.message_ids) if not i.startswith("imap_t_")]
-    present = await _still_there(store, ctx, ids)
-    if present is None:
+    present = await store.mailbox.still_there(ids)
+    if not present:
         item = {"message_ids": ids, "changed_ids": ids, "messages": []}
         return Reconciled.done(write_result("mail", "trash", item, len(ids), f"Moved {plural(len(ids), 'message')} "
                                             "to the trash."))
