@@ -75,8 +75,9 @@ cli = typer.Typer(
 )
 """The ``tollgate`` command (a typer app)."""
 
-_out = Console(highlight=False)
-_err = Console(stderr=True, highlight=False)
+# Output read by a program (a pipe, a file) is not wrapped at 80 columns: a path or a token stays on one line.
+_out = Console(highlight=False, soft_wrap=not sys.stdout.isatty())
+_err = Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty())
 _T = TypeVar("_T")
 _debug: list[bool] = [False]  # set by --debug (typer's callback has no other place to keep it)
 
