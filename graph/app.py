@@ -13,7 +13,7 @@ from graph.checkpointer import open_checkpointer
 from graph.credentials import CredentialStore, credentials_cipher
 from graph.db import Database, apply_tool_migrations, open_database
 from graph.gc_tuning import freeze_startup_objects
-from graph.llm import build_model
+from graph.llm import build_model, close_model
 from graph.perimeter import egress_client
 from graph.runner import TurnRunner
 from graph.services import Hooks, Services, utc_now
@@ -122,7 +122,8 @@ async def open_app(
 
     ``tools`` are served besides the built-ins and the configured plug-ins (see
     :func:`build_services`). Model and tool configuration are checked first: an unusable one
-    raises before anything starts.
+    raises before anything starts. The models built here from ``settings`` are closed with the
+    block; ``picker_model`` and ``naturalizer_model`` stay their caller's.
     """
     async with open_database(settings) as db, connected_tools(settings) as remote:
         services = build_services(
@@ -133,4 +134,9 @@ async def open_app(
         saver = await open_checkpointer(db)
         graph = build_graph(services, checkpointer=saver)
         freeze_startup_objects()  # the first app of a process: its start-up objects leave the collector's scans
-        yield App(services=services, runner=TurnRunner(graph, services))
+        try:
+            yield App(services=services, runner=TurnRunner(graph, services))
+        finally:
+            for built, given in ((services.picker_model, picker_model), (services.naturalizer_model, naturalizer_model)):
+                if built is not given:
+                    await close_model(built)

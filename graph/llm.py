@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from langchain_core.language_models import BaseChatModel
 
 from graph.model_settings import Role, resolve_providers
 from graph.resilient import Provider, ResilientChatModel
 from graph.settings import Settings
 
-__all__ = ["build_model"]
+__all__ = ["build_model", "close_model"]
 
 
 def build_model(settings: Settings, role: Role, *, fallback: BaseChatModel | None) -> BaseChatModel | None:
     """The model for ``role``; ``fallback`` alone when no provider is configured.
 
-    Raises :class:`graph.model_settings.ModelConfigError` for an unusable configuration.
+    Raises :class:`graph.model_settings.ModelConfigError` for an unusable configuration. The
+    caller closes a model it built with :func:`close_model`.
     """
     providers = resolve_providers(
         role,
@@ -25,11 +28,18 @@ def build_model(settings: Settings, role: Role, *, fallback: BaseChatModel | Non
     )
     if not providers:
         return fallback
-    from graph.openai_client import client  # only now: see graph.openai_client
+    from graph.openai_client import client, close  # only now: see graph.openai_client
 
+    chats = [(p, client(p)) for p in providers]
     return ResilientChatModel(
-        providers=[Provider(p.name, client(p), p.model, p.strict) for p in providers],
+        providers=[Provider(p.name, chat, p.model, p.strict, close=partial(close, chat)) for p, chat in chats],
         fallback=fallback,
         max_attempts=settings.model_max_attempts,
         budget_seconds=settings.model_retry_budget_seconds,
     )
+
+
+async def close_model(model: BaseChatModel | None) -> None:
+    """Close the connections of a model :func:`build_model` made (any other model is left alone)."""
+    if isinstance(model, ResilientChatModel):
+        await model.aclose()

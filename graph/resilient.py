@@ -14,7 +14,7 @@ the graph can emit a ``model_fallback`` event and write the usage ledger.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +53,8 @@ class Provider:
     """The model the endpoint serves."""
     strict: bool = False
     """Bind tools in strict mode."""
+    close: Callable[[], Awaitable[None]] | None = None
+    """Closes the client's connections (``None``: nothing to close)."""
 
 
 # ``openai`` is imported where a failure is classified, not at module level: it takes about
@@ -108,6 +110,12 @@ class ResilientChatModel(BaseChatModel):
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
         """Remember the tools; each provider binds them itself (strict where configured)."""
         return self.bind(tools=list(tools), **kwargs)
+
+    async def aclose(self) -> None:
+        """Close every provider's connections; the model cannot call them afterwards."""
+        for provider in self.providers:
+            if provider.close is not None:
+                await provider.close()
 
     def _retry_policy(self) -> dict[str, Any]:
         return {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -11,7 +11,7 @@ import pytest
 from graph.app import default_picker
 from graph.checkpointer import open_checkpointer
 from graph.db import Database
-from graph.llm import build_model
+from graph.llm import build_model, close_model
 from graph.model_settings import ModelConfigError, ProviderSettings
 from graph.runner import TurnRunner
 from graph.services import Services
@@ -29,6 +29,23 @@ def stub_b() -> Iterator[StubServer]:
         yield server
 
 
+_built: list[Any] = []
+"""The models a test built from settings (closed after it, as ``open_app`` closes its own)."""
+
+
+@pytest.fixture(autouse=True)
+async def _close_built_models() -> AsyncIterator[None]:
+    yield
+    while _built:
+        await close_model(_built.pop())
+
+
+def _build(cfg: Settings, role: Any, *, fallback: Any) -> Any:
+    model = build_model(cfg, role, fallback=fallback)
+    _built.append(model)
+    return model
+
+
 def _provider(name: str, server: StubServer, **extra: Any) -> ProviderSettings:
     return ProviderSettings(name=name, base_url=server.base_url, model=f"{name}-model", **extra)
 
@@ -41,11 +58,11 @@ async def _turns(services: Services, db: Database, settings: Settings, *, picker
     })
     svc = replace(services, settings=cfg)
     if picker:
-        model = build_model(cfg, "picker", fallback=default_picker() if offline else None)
+        model = _build(cfg, "picker", fallback=default_picker() if offline else None)
         assert model is not None
         svc = replace(svc, picker_model=model)
     if naturalizer:
-        svc = replace(svc, naturalizer_model=build_model(cfg, "naturalizer", fallback=None))
+        svc = replace(svc, naturalizer_model=_build(cfg, "naturalizer", fallback=None))
     return Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
 
 
@@ -225,7 +242,7 @@ def test_the_synchronous_path_retries_then_moves_to_the_next_provider(
         "picker_providers": [_provider("primary", stub), _provider("backup", stub_b)],
         "model_max_attempts": 2, "model_retry_budget_seconds": 5.0,
     })
-    model = build_model(cfg, "picker", fallback=None)
+    model = _build(cfg, "picker", fallback=None)
     assert model is not None
     stub.push(status(500), status(503))
     stub_b.push(text("hello from backup"))
@@ -253,3 +270,24 @@ async def test_arguments_nested_too_deep_are_refused_at_decode_and_the_thread_go
     assert feedback["role"] == "tool" and "Invalid call, nothing ran" in feedback["content"]
     stub.push(tool_call("calendar__list", {"range": "today"}), text(""))
     assert (await turns.send(ctx, thread, "what's on my calendar today?")).outcome == "read"
+
+
+async def test_the_app_closes_the_model_connections_it_opened_and_only_those(
+    stub: StubServer, settings: Settings, ctx: Context
+) -> None:
+    """A picker built from settings talks over its own connection pool, closed with the app; a model
+    the caller passed in is the caller's to close."""
+    from graph.app import open_app
+    from graph.resilient import ResilientChatModel
+
+    cfg = settings.model_copy(update={"picker_providers": [_provider("local", stub)], "naturalizer_providers": [_provider("writer", stub)]})
+    given = _build(cfg, "naturalizer", fallback=None)
+    async with open_app(cfg, naturalizer_model=given) as app:
+        picker = app.services.picker_model
+        assert isinstance(picker, ResilientChatModel)
+        stub.push(tool_call("calendar__list", {"range": "today"}), text(""), sse_text(["Three things today."]))
+        out = await app.runner.send(ctx, ctx.owner_id + "/closing", "what's on my calendar today?")
+        assert out.outcome == "read"
+    assert picker.providers[0].model.http_async_client.is_closed  # type: ignore[attr-defined]
+    assert isinstance(given, ResilientChatModel)
+    assert not given.providers[0].model.http_async_client.is_closed  # type: ignore[attr-defined]

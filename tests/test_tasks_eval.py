@@ -8,7 +8,7 @@ from langchain_core.language_models import BaseChatModel
 from evals.tasks import TASKS, run_tasks_eval
 from evals.tasks.model import Say, TaskFollower
 from graph.db import Database
-from graph.llm import build_model
+from graph.llm import build_model, close_model
 from graph.model_settings import ProviderSettings
 from graph.settings import Settings
 from tests.conftest import NOW
@@ -44,6 +44,9 @@ async def test_the_suite_runs_against_an_openai_compatible_model(
     assert isinstance(model, BaseChatModel)
     stub.push(tool_call("reminders__create", {"text": "Book a table", "due_at": "2026-11-30T19:00:00+01:00"}),
               text("Your reminder is set for 19:00."))
-    report = await run_tasks_eval(db, cfg, lambda: NOW, tasks=[task], model=lambda _task: model, label="stub")
+    try:
+        report = await run_tasks_eval(db, cfg, lambda: NOW, tasks=[task], model=lambda _task: model, label="stub")
+    finally:
+        await close_model(model)
     assert report.share() == 1.0, report.table()
     assert stub.requests[1]["messages"][-1]["role"] == "tool"

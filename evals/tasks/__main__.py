@@ -21,7 +21,7 @@ import graph._env  # noqa: F401 - strict msgpack and no telemetry before langgra
 from evals.tasks.runner import run_tasks_eval
 from graph import event_loop
 from graph.db import embedded_url, open_database
-from graph.llm import build_model
+from graph.llm import build_model, close_model
 from graph.settings import Settings
 
 NOW = datetime(2026, 11, 30, 10, 0, tzinfo=ZoneInfo("Europe/Paris"))
@@ -38,11 +38,14 @@ async def _main(use_model: bool) -> int:
                   "(set TOLLGATE_PICKER_PROVIDERS, or OPENAI_BASE_URL and TOLLGATE_PICKER_MODEL)")
             return 0
         async with open_database(settings) as db:
-            report = await run_tasks_eval(
-                db, settings, lambda: NOW,
-                model=(lambda _task: configured) if configured is not None else None,  # type: ignore[arg-type, return-value]
-                label="the configured picker model" if configured is not None else "",
-            )
+            try:
+                report = await run_tasks_eval(
+                    db, settings, lambda: NOW,
+                    model=(lambda _task: configured) if configured is not None else None,  # type: ignore[arg-type, return-value]
+                    label="the configured picker model" if configured is not None else "",
+                )
+            finally:
+                await close_model(configured)
     print(report.table())
     return 0 if configured is not None or report.share() == 1.0 else 1
 
