@@ -39,7 +39,7 @@ from rich.panel import Panel
 from rich.prompt import Prompt
 from rich.text import Text
 
-from graph import event_loop
+from graph.process import event_loop
 from graph.settings import Settings
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 def _explained(exc: BaseException) -> typer.Exit:
     """Exit 2 with the sentence for a configuration error; re-raise anything else (or everything with --debug)."""
-    from graph.config_errors import explain
+    from graph.process.config_errors import explain
 
     message = explain(exc)
     if message is None or _debug[0]:
@@ -277,7 +277,7 @@ async def _decision(event: TurnEvent) -> dict[str, Any] | list[dict[str, Any]]:
 
 
 async def _seed(app: App, owner: str, timezone: str) -> None:
-    from graph.owner_scope import owner_transaction
+    from graph.store.owner_scope import owner_transaction
     from tools.demo import seed_demo
 
     async with owner_transaction(app.services.db.pool, owner) as conn:
@@ -449,8 +449,8 @@ def chat(
 
 async def _demo_token(settings: Settings) -> str:
     """Seed the demo owner and issue a fresh bearer token for it."""
-    from graph.db import open_database
-    from graph.owner_scope import owner_transaction
+    from graph.store.db import open_database
+    from graph.store.owner_scope import owner_transaction
     from graph.services import utc_now
     from tools.demo import seed_demo
     from web.auth import ensure_demo_token
@@ -509,7 +509,7 @@ def _stop_embedded(settings: Settings) -> None:
     """After ``serve``: stop the embedded PostgreSQL unless another process (Studio, a chat) still uses it."""
     if settings.database_url:
         return
-    from graph.embedded import stop_if_unused
+    from graph.store.embedded import stop_if_unused
 
     if stop_if_unused(settings.data_dir):
         _out.print("embedded PostgreSQL stopped", style="dim")
@@ -563,8 +563,8 @@ def worker(
 async def run_migrate(settings: Settings) -> None:
     """Apply our migrations, the checkpointer's and the job queue's."""
     from graph.background.queue import ensure_queue_schema
-    from graph.checkpointer import open_checkpointer
-    from graph.db import open_database
+    from graph.store.checkpointer import open_checkpointer
+    from graph.store.db import open_database
 
     async with open_database(settings) as db:
         await open_checkpointer(db)
@@ -579,7 +579,7 @@ cli.add_typer(tokens, name="token")
 
 
 async def _with_db(settings: Settings, use: Callable[[Any], Awaitable[_T]]) -> _T:
-    from graph.db import open_database
+    from graph.store.db import open_database
 
     async with open_database(settings) as db:
         return await use(db)
@@ -649,7 +649,7 @@ def _embedded_dir() -> Path:
 @database.command("status")
 def db_status() -> None:
     """Where the embedded database lives, whether it is running and how big it is."""
-    from graph.embedded import status
+    from graph.store.embedded import status
 
     state = status(_embedded_dir())
     _out.print(f"data:    {state.pgdata}" + ("" if state.initialized else " (not created yet: the first start creates it)"))
@@ -664,7 +664,7 @@ def db_status() -> None:
 @database.command("stop")
 def db_stop() -> None:
     """Stop the embedded database (fast shutdown: connected processes lose their connections; data is kept)."""
-    from graph.embedded import stop
+    from graph.store.embedded import stop
 
     try:
         stopped = stop(_embedded_dir())
@@ -678,7 +678,7 @@ def db_reset(
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Delete the embedded database: every owner's data, thread, approval and token. The next start makes a new one."""
-    from graph.embedded import reset
+    from graph.store.embedded import reset
 
     data_dir = _embedded_dir()
     if not yes and not typer.confirm(f"Delete everything under {data_dir.resolve() / 'pg'}?", default=False):
@@ -693,7 +693,7 @@ cli.add_typer(credentials, name="credentials")
 
 
 async def _credential_store(settings: Settings, use: Callable[[Any], Awaitable[_T]]) -> _T:
-    from graph.credentials import CredentialStore, credentials_cipher
+    from graph.perimeter.credentials import CredentialStore, credentials_cipher
 
     cipher = credentials_cipher(settings, settings.approval_key())
     return await _with_db(settings, lambda db: use(CredentialStore(db.pool, cipher)))
@@ -755,7 +755,7 @@ def account_add(
 ) -> None:
     """Connect an account: the password is read from standard input (never the command line), the
     login is tried against the server(s), and nothing is stored unless it works."""
-    from graph.perimeter import egress_client
+    from graph.perimeter.config import egress_client
     from policies.errors import TollgateError
     from tools.connectors.accounts import connect_caldav, connect_imap
 

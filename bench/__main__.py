@@ -24,8 +24,8 @@ from pathlib import Path
 import graph._env  # noqa: F401
 from bench.env import Env, start_env
 from bench.rows import Row
-from graph import event_loop
-from graph.gc_tuning import freeze_startup_objects
+from graph.process import event_loop
+from graph.process.gc_tuning import freeze_startup_objects
 
 Suite = Callable[..., Awaitable[list[Row]]]
 

@@ -27,7 +27,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, SecretStr
 
-from graph.owner_scope import owner_transaction
+from graph.store.owner_scope import owner_transaction
 from tools.args import CalendarListArgs
 from tools.builtin import default_registry
 from tools.calendar import CALENDAR, list_events

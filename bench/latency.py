@@ -35,7 +35,7 @@ from bench.procs import ROOT, Child, free_port, started, tollgate_command
 from bench.rows import Row
 from bench.serving import sse_messages
 from graph._env import child_environment
-from graph.db import Database, open_database
+from graph.store.db import Database, open_database
 from web.auth import issue_token
 
 __all__ = ["run_latency_benchmarks"]

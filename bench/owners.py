@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from graph.db import Database
-from graph.owner_scope import owner_transaction
+from graph.store.db import Database
+from graph.store.owner_scope import owner_transaction
 from graph.services import utc_now
 from tools.demo import seed_demo
 

@@ -1,6 +1,6 @@
 """Counting client round trips to PostgreSQL exactly, with libpq's own protocol trace.
 
-:func:`open_counted_database` opens a :class:`~graph.db.Database` whose pool traces every
+:func:`open_counted_database` opens a :class:`~graph.store.db.Database` whose pool traces every
 connection it creates (``PQtrace``, one file per connection) while a :class:`RoundTrips`
 window is open. A round trip is one wait of the client for the server: a run of frontend
 messages (``F``) followed by backend messages (``B``). A pipelined batch (the checkpointer's
@@ -24,7 +24,7 @@ from psycopg import AsyncConnection, pq
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from graph.db import Database
+from graph.store.db import Database
 
 __all__ = ["RoundTrips", "open_counted_database"]
 
@@ -100,7 +100,7 @@ async def open_counted_database(url: str, *, max_size: int = 10) -> AsyncIterato
     """A :class:`Database` on ``url`` (already migrated) whose round trips can be counted."""
     with tempfile.TemporaryDirectory(prefix="tollgate-trace-") as tmp:
         counter = RoundTrips(directory=Path(tmp))
-        # The same connection options as graph.db.open_database, so the statements are the same.
+        # The same connection options as graph.store.db.open_database, so the statements are the same.
         pool: AsyncConnectionPool[AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
             url, min_size=1, max_size=max_size, open=False, configure=counter.configure,
             kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},

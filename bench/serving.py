@@ -40,7 +40,7 @@ from bench.procs import ROOT, STUDIO_LANGGRAPH, free_port, started, tollgate_com
 from bench.rows import Row
 from graph._env import child_environment
 from graph.app import open_app
-from graph.db import Database
+from graph.store.db import Database
 from graph.state import Context
 from web.auth import issue_token
 
@@ -179,7 +179,7 @@ class _Studio:
     def __init__(self, url: str, owners: list[tuple[str, str]]) -> None:
         from langgraph_sdk import get_client
 
-        # Studio authenticates with the same bearer tokens (graph/studio_auth.py): one client per owner.
+        # Studio authenticates with the same bearer tokens (graph/studio/auth.py): one client per owner.
         self.clients = [get_client(url=url, headers={"Authorization": f"Bearer {token}"}) for _, token in owners]
         self.owners = [owner for owner, _ in owners]
         self.threads: list[str | None] = [None] * CONCURRENCY

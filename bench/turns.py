@@ -17,9 +17,9 @@ from bench.models import CyclicModel
 from bench.owners import demo_owner
 from bench.roundtrips import open_counted_database
 from bench.rows import Row
-from graph.checkpointer import open_checkpointer
-from graph.db import Database, open_database
-from graph.owner_scope import owner_transaction
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database, open_database
+from graph.store.owner_scope import owner_transaction
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.state import Context

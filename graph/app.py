@@ -9,12 +9,12 @@ from datetime import datetime
 
 from langchain_core.language_models import BaseChatModel
 
-from graph.checkpointer import open_checkpointer
-from graph.credentials import CredentialStore, credentials_cipher
-from graph.db import Database, apply_tool_migrations, open_database
-from graph.gc_tuning import freeze_startup_objects
-from graph.llm import build_model, close_model
-from graph.perimeter import egress_client
+from graph.store.checkpointer import open_checkpointer
+from graph.perimeter.credentials import CredentialStore, credentials_cipher
+from graph.store.db import Database, apply_tool_migrations, open_database
+from graph.process.gc_tuning import freeze_startup_objects
+from graph.models.llm import build_model, close_model
+from graph.perimeter.config import egress_client
 from graph.runner import TurnRunner
 from graph.services import Hooks, Services, utc_now
 from graph.settings import Settings
@@ -57,9 +57,9 @@ def build_services(
 
     The registry is the built-ins plus ``tools`` and the plug-ins the settings and installed
     packages name (:func:`tools.loading.assemble_registry`). Raises
-    :class:`graph.model_settings.ModelConfigError` for an unusable model configuration and
+    :class:`graph.models.model_settings.ModelConfigError` for an unusable model configuration and
     :class:`tools.loading.ToolLoadError` for unusable tools. Used by :func:`open_app` and by
-    Studio (:mod:`graph.studio`), so both run the same turn.
+    Studio (:mod:`graph.studio.platform`), so both run the same turn.
     """
     key = settings.approval_key()
     registry = assemble_registry(settings, tools)

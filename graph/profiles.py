@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from psycopg import AsyncConnection
 
-from graph.db import Database
+from graph.store.db import Database
 from graph.state import LOCALE_TAG
 
 __all__ = ["LOCALE_PATTERN", "Profile", "get_profile", "resolve", "timezone_of", "update_profile", "valid_timezone"]

@@ -5,7 +5,7 @@ The runner owns what sits *around* a graph run:
 * **Ownership.** A thread id never grants access: another owner's thread is indistinguishable
   from a missing one (``NotFound``). Run and inbox threads are written by the server only; a
   chat message there is refused (:class:`~policies.errors.ThreadReadOnly`).
-* **One turn per thread.** A turn holds its thread through a lease (:mod:`graph.leases`), taken
+* **One turn per thread.** A turn holds its thread through a lease (:mod:`graph.store.leases`), taken
   after an admission slot (:mod:`graph.slots`): it never holds a database connection across a
   model call, a cancelled turn frees its thread at once, a dead process's within the lease's
   time, and every write of a turn that lost its lease is refused.
@@ -15,7 +15,7 @@ The runner owns what sits *around* a graph run:
   and the approval stays pending.
 * **Clean ends.** A turn that does not end cleanly (cancelled, failed, or found half done by the
   next holder of its thread) has its approvals brought back in line with its checkpoint and the
-  effects ledger (:func:`graph.approvals.reconcile`): nothing is left "approved" with nothing run.
+  effects ledger (:func:`graph.ledger.approvals.reconcile`): nothing is left "approved" with nothing run.
 """
 
 from __future__ import annotations
@@ -34,11 +34,13 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
-from graph import approvals, effects, owner_scope
-from graph.audit import AuditRecord, append_audit
-from graph.checkpoint_guard import CheckpointRefused
+from graph.ledger import approvals, effects
+
+from graph.store import owner_scope
+from graph.ledger.audit import AuditRecord, append_audit
+from graph.store.checkpoint_guard import CheckpointRefused
 from graph.events import TurnEvent
-from graph.leases import Lease, Leases, bound, shielded
+from graph.store.leases import Lease, Leases, bound, shielded
 from graph.services import Services
 from graph.slots import TurnSlots
 from graph.state import Context, Pending, Plan

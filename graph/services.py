@@ -14,10 +14,10 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from psycopg import AsyncConnection
 
-from graph.credentials import CredentialStore, credentials_cipher
-from graph.db import Database
-from graph.egress_transport import EgressClient
-from graph.perimeter import egress_client
+from graph.perimeter.credentials import CredentialStore, credentials_cipher
+from graph.store.db import Database
+from graph.perimeter.egress_transport import EgressClient
+from graph.perimeter.config import egress_client
 from graph.settings import Settings
 from policies.approval_rules import ApprovalRules
 from tools.registry import ExecContext, Registry

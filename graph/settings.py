@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from graph.model_settings import ProviderSettings
+from graph.models.model_settings import ProviderSettings
 
 __all__ = ["Settings"]
 

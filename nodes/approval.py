@@ -9,7 +9,7 @@ applies before it resumes, so a bad resume is refused with a typed error and nev
 graph). A resume that fails any check leaves the whole request pending: the node asks again (a
 fresh ``interrupt()``), up to :data:`_MAX_REFUSED` times.
 
-Each decision is recorded on its action's row (:mod:`graph.approvals`) before execute may run
+Each decision is recorded on its action's row (:mod:`graph.ledger.approvals`) before execute may run
 it. Approved calls run; rejected ones come back to the model as error tool messages, and the
 loop goes on. An edit goes back through decoding, the gate's bounds and id validation, and is
 sealed anew; it is shown again as a new preview (a new approval) unless the decision asks to
@@ -26,8 +26,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from graph import approvals
-from graph.audit import AuditRecord, append_audit
+from graph.ledger import approvals
+from graph.ledger.audit import AuditRecord, append_audit
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Gate, Pending, PendingAction, Plan, TurnState
 from nodes._common import NotRun, not_run, seal, sink_for, thread_id_of, with_calls

@@ -9,7 +9,7 @@ checks its own authority instead of trusting how it was reached:
 * :func:`policies.governance.govern` runs again (tier, schema, egress, DLP);
 * a call that needs approval runs only if, in the effect's own transaction, a decided approval
   of this thread and owner approved arguments with exactly this hash
-  (:func:`graph.approvals.claim`), which moves it to ``executing`` and, with the effect and its
+  (:func:`graph.ledger.approvals.claim`), which moves it to ``executing`` and, with the effect and its
   idempotency-ledger row, to ``executed``. An effect that fails or does not commit leaves
   ``failed`` behind, never ``approved``.
 
@@ -34,9 +34,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
-from graph import approvals, effects, leases, owner_scope
-from graph.audit import AuditRecord, append_audit
-from graph.perimeter import governance_policy
+from graph.ledger import approvals, effects
+
+from graph.store import leases, owner_scope
+from graph.ledger.audit import AuditRecord, append_audit
+from graph.perimeter.config import governance_policy
 from graph.services import Services, ServicesProvider
 from graph.events import EventSink
 from graph.state import CallRecord, Context, Gate, Plan, RecentList, TurnState, outcome_of
@@ -173,7 +175,7 @@ async def _run_remote(
     """A write whose effect leaves Tollgate: its intent is committed first, its outcome after.
 
     An intent found from an earlier attempt that stopped in between is never run again: the
-    tool's ``reconcile`` hook settles it (:func:`graph.effects.settle`), and an outcome it cannot
+    tool's ``reconcile`` hook settles it (:func:`graph.ledger.effects.settle`), and an outcome it cannot
     establish raises :class:`OutcomeUnknown`.
     """
     action = f"{plan['tool']}.{plan['action']}"

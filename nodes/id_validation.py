@@ -14,7 +14,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from graph.audit import AuditRecord, append_audit
+from graph.ledger.audit import AuditRecord, append_audit
 from graph.services import ServicesProvider
 from graph.state import Context, Plan, RecentList, TurnState
 from nodes._common import NotRun, finalized, not_run, seal, sink_for, thread_id_of, with_calls

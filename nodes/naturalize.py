@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, Sys
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from graph import leases
+from graph.store import leases
 from graph.events import EventSink
 from graph.services import Services, ServicesProvider
 from graph.state import CallRecord, Context, TurnState, outcome_of

@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 
 from graph.background.offer import CONTINUE_ACTION
 from graph.background.store import new_run_id
-from graph.audit import AuditRecord, append_audit
+from graph.ledger.audit import AuditRecord, append_audit
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Plan, TurnState
 from nodes._common import seal, thread_id_of

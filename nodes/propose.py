@@ -21,9 +21,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from psycopg import AsyncConnection
 
-from graph import approvals, owner_scope
-from graph.audit import AuditRecord, append_audit
-from graph.perimeter import governance_policy
+from graph.ledger import approvals
+
+from graph.store import owner_scope
+from graph.ledger.audit import AuditRecord, append_audit
+from graph.perimeter.config import governance_policy
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Pending, PendingAction, Plan, TurnState
 from nodes.flow_check import conversation_warning, flow_warning, provenance, provenance_warning, shown_to_model

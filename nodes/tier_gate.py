@@ -15,8 +15,8 @@ from typing import Any, Literal
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from graph.audit import AuditRecord, append_audit
-from graph.perimeter import governance_policy
+from graph.ledger.audit import AuditRecord, append_audit
+from graph.perimeter.config import governance_policy
 from graph.services import ServicesProvider
 from graph.state import Context, Plan, TurnState
 from nodes.flow_check import carried_by, is_outbound, outbound_values, shown_to_model

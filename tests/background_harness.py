@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from graph._env import child_environment
-from graph.db import Database
+from graph.store.db import Database
 from graph.settings import Settings
 
 from tests.conftest import all_rows

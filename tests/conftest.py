@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator, Iterator
 import graph._env  # noqa: F401  - strict msgpack and no telemetry before langgraph loads
 import pytest
 
-from graph import event_loop
-from graph.db import Database, embedded_url, open_database
+from graph.process import event_loop
+from graph.store.db import Database, embedded_url, open_database
 from graph.settings import Settings
 
 # Every test loop is the loop every Tollgate process runs on (uvloop). A policy rather than
@@ -47,7 +47,7 @@ def _serving_url(database_url: str) -> str:
     from psycopg import sql
     from psycopg.conninfo import make_conninfo
 
-    from graph.db import apply_migrations_sync
+    from graph.store.db import apply_migrations_sync
 
     apply_migrations_sync(database_url)
     with psycopg.connect(database_url, autocommit=True) as conn:
@@ -98,8 +98,8 @@ def owner() -> str:
 from datetime import datetime  # noqa: E402
 from zoneinfo import ZoneInfo  # noqa: E402
 
-from graph.checkpointer import open_checkpointer  # noqa: E402
-from graph.owner_scope import owner_transaction  # noqa: E402
+from graph.store.checkpointer import open_checkpointer  # noqa: E402
+from graph.store.owner_scope import owner_transaction  # noqa: E402
 from graph.runner import TurnRunner  # noqa: E402
 from graph.services import Services  # noqa: E402
 from graph.state import Context  # noqa: E402
@@ -178,9 +178,9 @@ from psycopg import AsyncConnection  # noqa: E402
 @asynccontextmanager
 async def all_rows(db: Database) -> AsyncIterator[AsyncConnection[Any]]:
     """A connection of the app's pool in a transaction that sees every owner's rows (the
-    scheduler's scope, ``graph.owner_scope.ALL_OWNERS``): for a test's own set-up and checks,
+    scheduler's scope, ``graph.store.owner_scope.ALL_OWNERS``): for a test's own set-up and checks,
     whose queries name their owner. Row-level security itself is tested in ``test_row_security``."""
-    from graph.owner_scope import ALL_OWNERS
+    from graph.store.owner_scope import ALL_OWNERS
 
     async with owner_transaction(db.pool, ALL_OWNERS) as conn:
         yield conn
@@ -190,7 +190,7 @@ async def all_rows(db: Database) -> AsyncIterator[AsyncConnection[Any]]:
 async def conn(db: Database) -> AsyncIterator[AsyncConnection[Any]]:
     """A connection inside a transaction that is rolled back after the test, seeing every owner's
     rows: the tools' tests check the tools' own owner filters, row security aside."""
-    from graph.owner_scope import ALL_OWNERS, scope
+    from graph.store.owner_scope import ALL_OWNERS, scope
 
     async with db.pool.connection() as conn, conn.transaction(force_rollback=True):
         await scope(conn, ALL_OWNERS)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from graph.approval_contract import check_approvals
+from graph.ledger.approval_contract import check_approvals
 from graph.event_contract import EventContract
 from graph.runner import TurnOutcome, TurnRunner
 from graph.state import Context
@@ -28,7 +28,7 @@ class Clock:
 @dataclass
 class Turns:
     """A runner plus the event-contract checker applied to every run it makes, and the approval
-    contract (:mod:`graph.approval_contract`) checked on every thread it ran on, after each run."""
+    contract (:mod:`graph.ledger.approval_contract`) checked on every thread it ran on, after each run."""
 
     runner: TurnRunner
     contract: EventContract = field(default_factory=EventContract)

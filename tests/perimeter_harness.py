@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from graph.checkpointer import open_checkpointer
-from graph.db import Database
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.settings import Settings

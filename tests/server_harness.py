@@ -21,7 +21,7 @@ import pytest
 import uvicorn
 from httpx_sse import aconnect_sse
 
-from graph.db import Database
+from graph.store.db import Database
 from graph.event_contract import EventContract
 from graph.events import TurnEvent
 from graph.settings import Settings
@@ -206,8 +206,8 @@ async def api(live_server: LiveServer, db: Database, owner: str) -> AsyncIterato
 
 
 async def _check_approvals(settings: Settings, db: Database, owner: str) -> None:
-    from graph.approval_contract import check_approvals
-    from graph.checkpointer import open_checkpointer
+    from graph.ledger.approval_contract import check_approvals
+    from graph.store.checkpointer import open_checkpointer
     from graph.services import Services
     from graph.turn import build_graph
     from tests.fakes import ScriptedModel

@@ -11,8 +11,8 @@ import pytest
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from graph.app import approval_rules
-from graph.checkpointer import open_checkpointer
-from graph.db import Database
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.state import Context

@@ -14,8 +14,8 @@ from graph.app import App, open_app
 from graph.background.offer import CONTINUE_ACTION, ContinueArgs, continue_in_background
 from graph.background.queue import ensure_queue_schema
 from graph.background.worker import start_in_process_worker
-from graph.checkpointer import open_checkpointer
-from graph.db import Database
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.settings import Settings

@@ -24,7 +24,7 @@ from graph.background.delivery import deliver
 from graph.background.executor import WorkerHooks
 from graph.background.store import BackgroundRun
 from graph.background.worker import WorkerHandle, start_in_process_worker
-from graph.db import Database
+from graph.store.db import Database
 from graph.event_contract import EventContract
 from graph.events import TurnEvent
 from graph.settings import Settings

@@ -13,7 +13,7 @@ import pytest
 from graph.app import App, open_app
 from graph.background.queue import ensure_queue_schema
 from graph.background.triggers import evaluate_triggers
-from graph.db import Database
+from graph.store.db import Database
 from graph.settings import Settings
 from graph.state import Context
 from policies.arguments import validate_args

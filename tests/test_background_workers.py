@@ -13,7 +13,7 @@ import pytest
 from graph.app import App, open_app
 from graph.background.api import create_run
 from graph.background.store import ledger_summaries
-from graph.db import Database
+from graph.store.db import Database
 from graph.settings import Settings
 from graph.state import Context
 from tests.background_harness import Fleet, count, ledger_kinds, run_row, wait_until

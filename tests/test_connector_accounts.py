@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from graph._env import child_environment
-from graph.credentials import CredentialStore, credentials_cipher
-from graph.db import Database
+from graph.perimeter.credentials import CredentialStore, credentials_cipher
+from graph.store.db import Database
 from graph.settings import Settings
 from tests.caldav_server import RadicaleServer, radicale
 from tests.conftest import NOW

@@ -21,12 +21,12 @@ import httpx
 import pytest
 
 from graph.app import open_app
-from graph.approval_contract import check_approvals
-from graph.checkpointer import open_checkpointer
-from graph.credentials import CredentialStore, credentials_cipher
-from graph.db import Database
-from graph.owner_scope import owner_transaction
-from graph.perimeter import egress_client
+from graph.ledger.approval_contract import check_approvals
+from graph.store.checkpointer import open_checkpointer
+from graph.perimeter.credentials import CredentialStore, credentials_cipher
+from graph.store.db import Database
+from graph.store.owner_scope import owner_transaction
+from graph.perimeter.config import egress_client
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.settings import Settings

@@ -13,10 +13,10 @@ import httpx
 import pytest
 
 from graph._env import child_environment
-from graph.credentials import CredentialStore, credentials_cipher
-from graph.db import Database
-from graph.egress_transport import EgressClient
-from graph.perimeter import egress_client
+from graph.perimeter.credentials import CredentialStore, credentials_cipher
+from graph.store.db import Database
+from graph.perimeter.egress_transport import EgressClient
+from graph.perimeter.config import egress_client
 from graph.settings import Settings
 from policies.egress import EgressPolicy
 from policies.errors import EgressDenied, NotFound

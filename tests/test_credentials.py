@@ -12,9 +12,9 @@ from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
 from graph._env import child_environment
-from graph.checkpointer import open_checkpointer
-from graph.credentials import CredentialStore, CredentialsUnavailable, credentials_cipher
-from graph.db import Database
+from graph.store.checkpointer import open_checkpointer
+from graph.perimeter.credentials import CredentialStore, CredentialsUnavailable, credentials_cipher
+from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.settings import Settings

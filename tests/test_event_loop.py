@@ -6,8 +6,8 @@ import asyncio
 
 import uvloop
 
-from graph import event_loop
-from graph.db import Database
+from graph.process import event_loop
+from graph.store.db import Database
 
 
 async def _loop_type() -> type:

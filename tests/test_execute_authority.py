@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from langgraph.types import Command
 
-from graph.db import Database
+from graph.store.db import Database
 from graph.state import Context
 from policies.approval import args_hash
 from tests.fakes import ScriptedModel, call, say

@@ -6,7 +6,7 @@ import gc
 
 import graph._env  # noqa: F401
 from graph.app import open_app
-from graph.gc_tuning import freeze_startup_objects
+from graph.process.gc_tuning import freeze_startup_objects
 from graph.settings import Settings
 
 

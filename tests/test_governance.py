@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from graph.audit import verify_chain
-from graph.checkpointer import open_checkpointer
-from graph.db import Database
+from graph.ledger.audit import verify_chain
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.state import Context

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from graph.db import Database
+from graph.store.db import Database
 from graph.events import TurnEvent
 from web import store
 from web.hub import TurnHub

@@ -30,9 +30,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from graph.db import Database
-from graph.egress_transport import EgressClient
-from graph.owner_scope import owner_transaction
+from graph.store.db import Database
+from graph.perimeter.egress_transport import EgressClient
+from graph.store.owner_scope import owner_transaction
 from graph.settings import Settings
 from policies.egress import EgressPolicy
 from tests.harness import Clock

@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 from langchain_core.tools import tool
 
-from graph.checkpointer import open_checkpointer
-from graph.db import Database
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.state import Context

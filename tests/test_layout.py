@@ -42,7 +42,7 @@ def test_a_process_without_a_model_provider_never_loads_the_openai_client() -> N
 
     script = (
         "import sys, cli, server, graph.app, graph.background.worker\n"
-        "from graph.llm import build_model\n"
+        "from graph.models.llm import build_model\n"
         "from graph.settings import Settings\n"
         "assert build_model(Settings(), 'picker', fallback=None) is None\n"
         "print(sorted(m for m in ('openai', 'langchain_openai') if m in sys.modules))\n"

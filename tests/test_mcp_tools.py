@@ -23,9 +23,9 @@ import httpx
 import pytest
 
 from graph._env import stop_group
-from graph.checkpointer import open_checkpointer
-from graph.credentials import CredentialStore, credentials_cipher
-from graph.db import Database
+from graph.store.checkpointer import open_checkpointer
+from graph.perimeter.credentials import CredentialStore, credentials_cipher
+from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.settings import Settings

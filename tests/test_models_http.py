@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from graph.app import default_picker
-from graph.checkpointer import open_checkpointer
-from graph.db import Database
-from graph.llm import build_model, close_model
-from graph.model_settings import ModelConfigError, ProviderSettings
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
+from graph.models.llm import build_model, close_model
+from graph.models.model_settings import ModelConfigError, ProviderSettings
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.settings import Settings
@@ -278,7 +278,7 @@ async def test_the_app_closes_the_model_connections_it_opened_and_only_those(
     """A picker built from settings talks over its own connection pool, closed with the app; a model
     the caller passed in is the caller's to close."""
     from graph.app import open_app
-    from graph.resilient import ResilientChatModel
+    from graph.models.resilient import ResilientChatModel
 
     cfg = settings.model_copy(update={"picker_providers": [_provider("local", stub)], "naturalizer_providers": [_provider("writer", stub)]})
     given = _build(cfg, "naturalizer", fallback=None)

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from evals.routing.runner import ACCURACY_FLOOR, INDEPENDENT_FLOOR, load_cases, run_independent_eval, run_routing_eval
-from graph.checkpointer import open_checkpointer
-from graph.db import Database
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.settings import Settings

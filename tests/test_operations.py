@@ -21,8 +21,8 @@ import psycopg
 import pytest
 
 from graph._env import child_environment
-from graph.db import Database
-from graph.embedded import status, stop
+from graph.store.db import Database
+from graph.store.embedded import status, stop
 from graph.settings import Settings
 from tests.children import free_port, wait_answering
 from web.auth import owner_of_token
@@ -245,7 +245,7 @@ def test_db_status_stop_and_reset(settings: Settings, data_dir: Path, tmp_path: 
 
 def _leave_a_stale_holder(data_dir: Path) -> None:
     """A process that started the embedded server and was killed: its claim on the server stays behind."""
-    script = ("import os, sys; from graph.db import embedded_url; embedded_url(__import__('pathlib').Path(sys.argv[1]));"
+    script = ("import os, sys; from graph.store.db import embedded_url; embedded_url(__import__('pathlib').Path(sys.argv[1]));"
               " os.kill(os.getpid(), 9)")
     subprocess.run([sys.executable, "-c", script, str(data_dir)], check=False, timeout=120)
     assert status(data_dir).running
@@ -267,7 +267,7 @@ def test_ctrl_c_on_serve_leaves_the_database_to_a_process_still_using_it(
     settings: Settings, data_dir: Path, tmp_path: Path
 ) -> None:
     # Another Tollgate process on the same database (a Studio, a terminal chat): started, connected, waiting.
-    script = ("import sys, pathlib, psycopg; from graph.db import embedded_url;"
+    script = ("import sys, pathlib, psycopg; from graph.store.db import embedded_url;"
               " conn = psycopg.connect(embedded_url(pathlib.Path(sys.argv[1]))); print('ready', flush=True);"
               " sys.stdin.readline(); print(conn.execute('SELECT 1').fetchone()[0], flush=True)")
     other = subprocess.Popen([sys.executable, "-c", script, str(data_dir)], stdin=subprocess.PIPE,

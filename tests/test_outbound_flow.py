@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graph.db import Database
+from graph.store.db import Database
 from graph.settings import Settings
 from graph.state import Context
 from policies.flow import carried, shown_from

@@ -22,7 +22,7 @@ import pytest
 from httpx_sse import aconnect_sse
 
 from graph._env import child_environment, stop_group
-from graph.db import Database
+from graph.store.db import Database
 from graph.settings import Settings
 from tests.conftest import all_rows
 from tests.openai_stub import StubServer, text, tool_call

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graph.db import Database
+from graph.store.db import Database
 from graph.services import Services
 from graph.state import Context
 from nodes.propose import _render_preview

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graph.db import Database
+from graph.store.db import Database
 from graph.state import Context
 from policies.flow import origin_of, shown_from
 from tests.conftest import all_rows

@@ -8,8 +8,8 @@ import uuid
 from pathlib import Path
 
 from graph._env import child_environment
-from graph.db import Database
-from graph.owner_scope import owner_transaction
+from graph.store.db import Database
+from graph.store.owner_scope import owner_transaction
 from graph.services import utc_now
 from graph.settings import Settings
 from tests.readme_blocks import blocks_run_by

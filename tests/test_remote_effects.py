@@ -20,9 +20,9 @@ import pytest
 
 from graph._env import child_environment
 from graph.app import open_app
-from graph.checkpointer import open_checkpointer
-from graph.db import Database
-from graph.perimeter import egress_client
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
+from graph.perimeter.config import egress_client
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.settings import Settings

@@ -1,4 +1,4 @@
-"""Row-level security on the tool and approval tables (migration 0017, ``graph.owner_scope``).
+"""Row-level security on the tool and approval tables (migration 0017, ``graph.store.owner_scope``).
 
 The app role (the whole suite serves as one: ``tests/conftest.py``) sees another owner's rows
 of these tables in no transaction: a query that forgets its ``WHERE owner_id`` returns only the
@@ -11,8 +11,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from graph.db import Database, apply_tool_migrations
-from graph.owner_scope import ALL_OWNERS, owner_transaction, scope
+from graph.store.db import Database, apply_tool_migrations
+from graph.store.owner_scope import ALL_OWNERS, owner_transaction, scope
 from tollgate_bookmarks import BOOKMARKS
 from tools.demo import seed_demo
 from tools.registry import Registry

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evals.safety.runner import EVALUATORS, load_cases, run_safety_eval
-from graph.db import Database
+from graph.store.db import Database
 from graph.settings import Settings
 
 

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from graph.db import Database
+from graph.store.db import Database
 from tests.conftest import all_rows
 from tests.server_harness import Api
 

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from graph.db import Database
+from graph.store.db import Database
 from tests.conftest import NOW, all_rows
 from tests.harness import Clock
 from tests.server_harness import Api, LiveServer, Streamed, serve

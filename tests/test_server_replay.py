@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 from httpx_sse import aconnect_sse
 
-from graph.db import Database
+from graph.store.db import Database
 from graph.event_contract import EventContract
 from graph.events import TurnEvent
 from graph.services import Hooks

@@ -6,7 +6,7 @@ import asyncio
 
 import httpx
 
-from graph.db import Database
+from graph.store.db import Database
 from graph.settings import Settings
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, say

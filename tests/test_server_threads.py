@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from graph.background.store import ensure_inbox
-from graph.db import Database
+from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.state import Context
 from policies.errors import ThreadReadOnly

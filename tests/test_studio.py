@@ -22,8 +22,8 @@ from langgraph_sdk.client import LangGraphClient
 
 from graph._env import child_environment, stop_group
 from graph.app import open_app
-from graph.checkpointer import open_checkpointer
-from graph.db import Database
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.event_contract import EventContract
 from graph.events import TurnEvent
 from graph.services import Services, utc_now

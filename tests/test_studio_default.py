@@ -22,7 +22,7 @@ from langgraph_sdk import get_client
 from psycopg.rows import dict_row
 
 from graph._env import stop_group
-from graph.embedded import status, stop
+from graph.store.embedded import status, stop
 from graph.services import utc_now
 from tests.children import free_port, wait_answering
 from tests.test_studio import _LANGGRAPH, _ROOT
@@ -110,7 +110,7 @@ def test_make_studio_open_serves_without_credentials_on_loopback_and_says_so(
     assert '"auth"' not in (root / "langgraph-open.json").read_text()
     env = {k: v for k, v in os.environ.items() if not k.startswith(_OFF) and k not in ("DATABASE_URL", "MAKEFLAGS")}
     env["TOLLGATE_STUDIO_OPEN"] = "true"
-    shown = subprocess.run([sys.executable, "-c", "import graph.studio"], env=env, capture_output=True, text=True,
+    shown = subprocess.run([sys.executable, "-c", "import graph.studio.platform"], env=env, capture_output=True, text=True,
                            timeout=120, cwd=default_studio[1].parent)
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert "WITHOUT authentication" in shown.stderr

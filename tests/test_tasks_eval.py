@@ -7,9 +7,9 @@ from langchain_core.language_models import BaseChatModel
 
 from evals.tasks import TASKS, run_tasks_eval
 from evals.tasks.model import Say, TaskFollower
-from graph.db import Database
-from graph.llm import build_model, close_model
-from graph.model_settings import ProviderSettings
+from graph.store.db import Database
+from graph.models.llm import build_model, close_model
+from graph.models.model_settings import ProviderSettings
 from graph.settings import Settings
 from tests.conftest import NOW
 from tests.openai_stub import StubServer, text, tool_call

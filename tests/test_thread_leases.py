@@ -8,11 +8,13 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 
-from graph import approvals, leases
+from graph.ledger import approvals
+
+from graph.store import leases
 from graph.app import open_app
-from graph.checkpointer import open_checkpointer
-from graph.db import Database
-from graph.leases import LeaseLost, Leases
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
+from graph.store.leases import LeaseLost, Leases
 from graph.settings import Settings
 from graph.state import Context
 from tests.conftest import all_rows

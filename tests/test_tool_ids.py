@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from graph.checkpointer import open_checkpointer
-from graph.db import Database
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.state import Context

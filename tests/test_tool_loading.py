@@ -1,4 +1,4 @@
-"""Where a process's tools come from (tools/loading.py), and plug-in migrations (graph/db.py)."""
+"""Where a process's tools come from (tools/loading.py), and plug-in migrations (graph/store/db.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from graph.db import Database, ToolMigrationChanged, apply_tool_migrations
+from graph.store.db import Database, ToolMigrationChanged, apply_tool_migrations
 from graph.settings import Settings
 from tools import ActionResult, ActionSpec, ArgsModel, ExecContext, ToolSpec
 from tools.loading import ToolLoadError, assemble_registry

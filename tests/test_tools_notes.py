@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph.db import Database
+from graph.store.db import Database
 from graph.state import Context
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say

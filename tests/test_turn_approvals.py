@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from graph.db import Database
+from graph.store.db import Database
 from graph.runner import TurnOutcome
 from graph.state import Context
 from policies.errors import ApprovalInvalid, InvalidArgs, NotFound, OffListId

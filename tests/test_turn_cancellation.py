@@ -5,7 +5,7 @@ Each scenario first counts the statements (and model calls) of a clean run, then
 once per statement, cancelling the turn while that statement is in flight: the cancel is
 scheduled as the statement is sent, so it lands while psycopg waits for the server. After
 each cancellation the next message on the same thread must complete within 2 s, and the
-approval contract (:mod:`graph.approval_contract`) must hold.
+approval contract (:mod:`graph.ledger.approval_contract`) must hold.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from psycopg import AsyncCursor
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from graph.approval_contract import check_approvals
-from graph.checkpointer import open_checkpointer
-from graph.db import Database
-from graph.owner_scope import owner_transaction
+from graph.ledger.approval_contract import check_approvals
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
+from graph.store.owner_scope import owner_transaction
 from graph.runner import TurnOutcome, TurnRunner
 from graph.services import Services
 from graph.settings import Settings

@@ -7,7 +7,7 @@ import asyncio
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from graph.app import open_app
-from graph.db import Database
+from graph.store.db import Database
 from graph.settings import Settings
 from graph.state import Context
 from tests.fakes import ScriptedModel, call, say

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from graph.checkpointer import open_checkpointer
-from graph.db import Database
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.runner import TurnOutcome, TurnRunner
 from graph.services import Services
 from graph.state import Context

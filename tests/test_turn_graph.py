@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import graph._env  # noqa: F401
 from graph.state import Context
-from graph.studio import graph
+from graph.studio.platform import graph
 from policies.approval import args_hash
 from tests.fakes import ScriptedModel
 from tests.harness import Clock, Turns

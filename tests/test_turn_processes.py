@@ -13,8 +13,8 @@ from pathlib import Path
 
 from graph._env import child_environment
 from graph.app import open_app
-from graph.approval_contract import check_approvals
-from graph.db import Database
+from graph.ledger.approval_contract import check_approvals
+from graph.store.db import Database
 from graph.settings import Settings
 from graph.state import Context
 from policies.errors import ApprovalInvalid

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import ConsoleMessage, Page, async_playwright, expect
 
-from graph.db import Database
+from graph.store.db import Database
 from graph.settings import Settings
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, calls, say

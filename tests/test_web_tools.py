@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 
-from graph.db import Database
+from graph.store.db import Database
 from graph.settings import Settings
 from graph.state import Context
 from policies.fencing import read_fence

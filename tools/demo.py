@@ -116,7 +116,7 @@ async def seed_demo(conn: AsyncConnection[Any], owner_id: str, now: datetime, ti
     """Insert the demo data for ``owner_id`` around ``now`` unless they have data; return whether it did.
 
     Runs in the caller's transaction, which row-level security must let see ``owner_id``'s rows
-    (``graph.owner_scope.owner_transaction``).
+    (``graph.store.owner_scope.owner_transaction``).
     """
     async with conn.transaction():
         # Two first requests for the same owner at once must not seed twice.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from graph.db import Database
+from graph.store.db import Database
 from graph.state import Context
 
 __all__ = [

@@ -14,7 +14,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from graph.app import App
-from graph.audit import AuditRecord, append_audit
+from graph.ledger.audit import AuditRecord, append_audit
 from graph.profiles import get_profile, resolve
 from graph.settings import Settings
 from graph.state import Context

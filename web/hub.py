@@ -30,7 +30,7 @@ from typing import Final
 
 from psycopg import AsyncConnection, OperationalError
 
-from graph.db import Database
+from graph.store.db import Database
 from graph.events import TurnEvent
 from policies.errors import TollgateError
 from web import store

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from graph.audit import verify_chain
+from graph.ledger.audit import verify_chain
 from web.deps import PrincipalDep
 from web.errors import documented
 from web.schemas import AuditVerdictOut

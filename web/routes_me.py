@@ -6,7 +6,7 @@ from typing import Literal
 
 from fastapi import APIRouter
 
-from graph.credentials import CredentialStore, credentials_cipher
+from graph.perimeter.credentials import CredentialStore, credentials_cipher
 from graph.profiles import Profile, get_profile, resolve, update_profile
 from policies.errors import InvalidArgs, NotFound
 from tools.connectors.accounts import ConnectedAccount, connect_caldav, connect_imap, connected, disconnect

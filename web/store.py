@@ -16,8 +16,8 @@ from typing import Any, Final
 
 import orjson
 
-from graph import owner_scope
-from graph.db import Database
+from graph.store import owner_scope
+from graph.store.db import Database
 from graph.events import TurnEvent
 from graph.threads import ThreadKind, thread_kind
 from policies.errors import NotFound

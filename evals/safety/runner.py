@@ -34,10 +34,10 @@ from zoneinfo import ZoneInfo
 
 from evals.safety.model import CompromisedPicker
 from evals.safety.site import Site, open_site
-from graph.checkpointer import open_checkpointer
-from graph.db import Database
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.event_contract import EventContract
-from graph.owner_scope import owner_transaction
+from graph.store.owner_scope import owner_transaction
 from graph.runner import PendingAction, TurnOutcome, TurnRunner
 from graph.services import Services
 from graph.settings import Settings

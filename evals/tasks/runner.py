@@ -20,9 +20,9 @@ from langchain_core.language_models import BaseChatModel
 
 from evals.tasks.cases import TASKS, Task
 from evals.tasks.model import TaskFollower
-from graph.checkpointer import open_checkpointer
-from graph.db import Database
-from graph.owner_scope import owner_transaction
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
+from graph.store.owner_scope import owner_transaction
 from graph.runner import TurnOutcome, TurnRunner
 from graph.services import Services
 from graph.settings import Settings

@@ -9,9 +9,9 @@ the threads whose holder died with approvals open and reconciles them
 
 from __future__ import annotations
 
-from graph import approvals
+from graph.ledger import approvals
 from graph.app import App
-from graph.audit import AuditRecord, append_audit
+from graph.ledger.audit import AuditRecord, append_audit
 from graph.background.delivery import deliver
 from graph.background.executor import Runtime, fail_run
 from graph.threads import thread_kind

@@ -21,7 +21,7 @@ from procrastinate import exceptions as pexc
 from procrastinate.schema import SchemaManager
 from psycopg import AsyncConnection
 
-from graph.db import Database
+from graph.store.db import Database
 from policies.errors import Unavailable
 
 __all__ = [

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 from psycopg.rows import dict_row
 
-from graph import owner_scope
+from graph.store import owner_scope
 from graph.app import App
 from graph.background.delivery import deliver
 from graph.background.store import ensure_inbox

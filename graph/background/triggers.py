@@ -18,7 +18,7 @@ from typing import Any, Final
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from graph import owner_scope
+from graph.store import owner_scope
 from graph.app import App
 from graph.background.queue import RUN_START, defer_run_job
 from graph.background.store import ensure_inbox, insert_run, new_run_id

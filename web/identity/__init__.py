@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from graph.db import Database
+from graph.store.db import Database
 from graph.settings import Settings
 
 __all__ = ["Authenticator", "Identity", "bearer_token", "build_authenticator"]

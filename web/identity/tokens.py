@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from graph.db import Database
+from graph.store.db import Database
 from web.auth import owner_of_token
 from web.identity import Identity, bearer_token
 

@@ -9,10 +9,10 @@ through its public methods:
   connection alone, so concurrent turns never wait on one another's checkpoints and no turn
   holds a connection across a model call.
 * **Fenced writes.** ``aput`` and ``aput_writes`` run in a transaction that first checks the
-  current turn's lease (:mod:`graph.leases`): a turn that lost its thread cannot write a
+  current turn's lease (:mod:`graph.store.leases`): a turn that lost its thread cannot write a
   checkpoint over its successor's. Outside a turn (Studio's own runs) there is no lease to check.
 
-Deserialization is restricted to LangGraph's safe types (:mod:`graph.checkpoint_guard`); a
+Deserialization is restricted to LangGraph's safe types (:mod:`graph.store.checkpoint_guard`); a
 refused blob is audited once, then raised.
 """
 
@@ -31,9 +31,9 @@ from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
-from graph import leases
-from graph.checkpoint_guard import CheckpointRefused, StrictSerializer, assert_strict, audit_refusal
-from graph.db import Database
+from graph.store import leases
+from graph.store.checkpoint_guard import CheckpointRefused, StrictSerializer, assert_strict, audit_refusal
+from graph.store.db import Database
 
 __all__ = ["TollgateSaver", "open_checkpointer", "strict_serializer"]
 
@@ -51,7 +51,7 @@ def strict_serializer() -> JsonPlusSerializer:
 class _SyncOnExit:
     """The pipeline handle given to LangGraph's saver inside a fenced block: its ``sync`` waits for the block.
 
-    The saver syncs its pipeline after each operation; inside :func:`graph.leases.fenced_pipeline`
+    The saver syncs its pipeline after each operation; inside :func:`graph.store.leases.fenced_pipeline`
     the block's exit syncs anyway, and a second Sync is a round trip with nothing in it. Deferring
     the saver's is safe: psycopg still flushes a pipeline whenever a result is read.
     """
@@ -74,7 +74,7 @@ class TollgateSaver(AsyncPostgresSaver):
 
     @asynccontextmanager
     async def _on_connection(self, *, fenced: bool) -> AsyncIterator[AsyncPostgresSaver]:
-        """LangGraph's saver bound to one pooled connection for one operation (fenced: see :func:`graph.leases.fenced`)."""
+        """LangGraph's saver bound to one pooled connection for one operation (fenced: see :func:`graph.store.leases.fenced`)."""
         if not fenced:
             async with self.pool.connection() as conn:
                 yield AsyncPostgresSaver(conn=conn, serde=self.serde)

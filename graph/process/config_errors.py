@@ -13,8 +13,8 @@ import re
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from graph.db import DatabaseUnreachable, ToolMigrationChanged
-from graph.model_settings import ModelConfigError
+from graph.store.db import DatabaseUnreachable, ToolMigrationChanged
+from graph.models.model_settings import ModelConfigError
 from graph.settings import Settings
 from policies.approval_rules import RulesError
 

@@ -6,8 +6,8 @@ from functools import partial
 
 from langchain_core.language_models import BaseChatModel
 
-from graph.model_settings import Role, resolve_providers
-from graph.resilient import Provider, ResilientChatModel
+from graph.models.model_settings import Role, resolve_providers
+from graph.models.resilient import Provider, ResilientChatModel
 from graph.settings import Settings
 
 __all__ = ["build_model", "close_model"]
@@ -16,7 +16,7 @@ __all__ = ["build_model", "close_model"]
 def build_model(settings: Settings, role: Role, *, fallback: BaseChatModel | None) -> BaseChatModel | None:
     """The model for ``role``; ``fallback`` alone when no provider is configured.
 
-    Raises :class:`graph.model_settings.ModelConfigError` for an unusable configuration. The
+    Raises :class:`graph.models.model_settings.ModelConfigError` for an unusable configuration. The
     caller closes a model it built with :func:`close_model`.
     """
     providers = resolve_providers(
@@ -28,7 +28,7 @@ def build_model(settings: Settings, role: Role, *, fallback: BaseChatModel | Non
     )
     if not providers:
         return fallback
-    from graph.openai_client import client, close  # only now: see graph.openai_client
+    from graph.models.openai_client import client, close  # only now: see graph.models.openai_client
 
     chats = [(p, client(p)) for p in providers]
     return ResilientChatModel(

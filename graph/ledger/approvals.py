@@ -16,7 +16,7 @@ execution that does not commit ends ``failed`` (:func:`fail`), never ``approved`
 run; a turn that died half way is brought back in line by :func:`reconcile`.
 
 Every statement that moves an approval runs in a transaction fenced by the turn's lease
-(:func:`graph.leases.fenced`): a turn that lost its thread cannot list, decide or run one.
+(:func:`graph.store.leases.fenced`): a turn that lost its thread cannot list, decide or run one.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from psycopg.types.json import Jsonb
 from langgraph.types import StateSnapshot
 from psycopg_pool import AsyncConnectionPool
 
-from graph import leases, owner_scope
+from graph.store import leases, owner_scope
 from policies.hitl import ActionBinding, ApprovalRequest
 
 __all__ = [
@@ -248,7 +248,7 @@ async def reconcile(
     failed, or taken over from a holder whose lease ran out. ``interrupted_on`` is the approval
     the thread's latest checkpoint waits on, if any. First, the remote writes of approvals left
     at their intent are settled by ``settle``, called with their ids outside any transaction
-    (the tool says whether each happened: :func:`graph.effects.settle`; without ``settle`` they
+    (the tool says whether each happened: :func:`graph.ledger.effects.settle`; without ``settle`` they
     stay unknown). Then:
 
     * an approval whose effect is in the ledger is ``executed``;

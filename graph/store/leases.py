@@ -33,7 +33,7 @@ import psycopg
 from psycopg import AsyncConnection, AsyncPipeline
 from psycopg_pool import AsyncConnectionPool
 
-from graph import owner_scope
+from graph.store import owner_scope
 from policies.errors import ErrorCode, TollgateError, Unavailable
 
 __all__ = [
@@ -150,7 +150,7 @@ async def fenced_pipeline(
     statements and the commit cost one round trip, plus one per result read inside the block.
     If the lease was lost (:class:`LeaseLost`) or a statement fails, none of it is committed.
     Without a current lease (Studio's own runs) there is nothing to check. With ``owner``, the
-    block is scoped to that owner's rows (:mod:`graph.owner_scope`), at no extra round trip.
+    block is scoped to that owner's rows (:mod:`graph.store.owner_scope`), at no extra round trip.
     """
     lease = current()
     async with pool.connection() as conn:

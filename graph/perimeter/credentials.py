@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from psycopg_pool import AsyncConnectionPool
 
-from graph import owner_scope
+from graph.store import owner_scope
 from graph.settings import Settings
 from policies.errors import Unavailable
 

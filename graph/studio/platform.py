@@ -24,8 +24,8 @@ import graph._env  # noqa: F401  - before langgraph is imported
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 from graph.app import build_services, connected_tools
-from graph.checkpointer import open_checkpointer
-from graph.db import apply_tool_migrations, open_database
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import apply_tool_migrations, open_database
 from graph.services import Services
 from graph.settings import Settings
 from graph.turn import build_graph

@@ -21,7 +21,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from graph.migrations import MIGRATIONS, SUMMARIES
+from graph.store.migrations import MIGRATIONS, SUMMARIES
 from graph.settings import Settings
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The ``langchain-openai`` client for one configured provider (any OpenAI-compatible endpoint).
 
 Its own module so that ``langchain_openai`` (and ``openai``, about 0.8 s to import together) is
-loaded only by :func:`graph.llm.build_model` when a provider is configured; the offline picker
+loaded only by :func:`graph.models.llm.build_model` when a provider is configured; the offline picker
 and the processes of the tests and benchmarks never pay for it.
 
 Two choices here are about a server with many turns in flight (measured in ``bench/README.md``):
@@ -24,7 +24,7 @@ from langchain_openai import ChatOpenAI
 from openai import DefaultAioHttpClient
 from pydantic import SecretStr
 
-from graph.model_settings import ProviderSettings
+from graph.models.model_settings import ProviderSettings
 
 __all__ = ["CompatibleChatOpenAI", "client", "close"]
 
