@@ -4,6 +4,7 @@ port, waiting until one answers, and running :mod:`tests.procs.connector`."""
 from __future__ import annotations
 
 import json
+import random
 import socket
 import subprocess
 import sys
@@ -22,12 +23,29 @@ __all__ = ["free_port", "run_connector_step", "wait_answering"]
 _ROOT = Path(__file__).resolve().parent.parent
 
 
+_handed_out: set[int] = set()
+"""Ports this process handed out: two children started side by side never get the same one."""
+
+
 def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A free TCP port on 127.0.0.1, below the kernel's range of ephemeral ports.
+
+    The port is bound later, often by a child process; one the kernel handed out (port 0) lies in
+    the ephemeral range, where any outgoing connection made meanwhile can take it (seen: the
+    SMTP test server's third port, "address already in use"). Below that range only listeners compete.
+    """
+    for _ in range(200):
+        port = random.randint(20000, 32767)
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            _handed_out.add(port)
+            return port
+    raise RuntimeError("no free port between 20000 and 32767")
 
 
 def wait_answering(url: str, proc: subprocess.Popen[Any], log: Path, *, what: str, timeout: float = 120) -> None:
