@@ -291,3 +291,30 @@ async def test_the_app_closes_the_model_connections_it_opened_and_only_those(
     assert picker.providers[0].model.http_async_client.is_closed  # type: ignore[attr-defined]
     assert isinstance(given, ResilientChatModel)
     assert not given.providers[0].model.http_async_client.is_closed  # type: ignore[attr-defined]
+
+
+async def test_a_turn_cancelled_during_a_model_call_over_http_leaves_the_client_and_thread_usable(
+    stub: StubServer, services: Services, db: Database, settings: Settings, ctx: Context
+) -> None:
+    """Cancelled mid-request (the client went away): the request's connection goes with it, and the
+    same model client serves the next turns on the same thread at once."""
+    import asyncio
+    import time
+
+    turns = await _turns(services, db, settings, picker=[_provider("local", stub, timeout_seconds=30)])
+    thread = ctx.owner_id + "/cancelled-http"
+    for _ in range(3):  # more cancelled requests than one connection
+        stub.push(hang(2.0))
+        started = len(stub.requests)
+        task = asyncio.create_task(turns.send(ctx, thread, "what's on my calendar today?"))
+        while len(stub.requests) == started:
+            await asyncio.sleep(0.01)  # the request is on the wire
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    began = time.monotonic()
+    stub.push(tool_call("calendar__list", {"range": "today"}), text(""))
+    out = await turns.send(ctx, thread, "what's on my calendar today?")
+    assert out.outcome == "read" and out.reply is not None and "Standup" in out.reply
+    assert time.monotonic() - began < 2.0  # neither the thread nor a connection waited out the hung requests
+    await turns.check_approvals(thread)
