@@ -137,6 +137,7 @@ async def open_app(
         try:
             yield App(services=services, runner=TurnRunner(graph, services))
         finally:
-            for built, given in ((services.picker_model, picker_model), (services.naturalizer_model, naturalizer_model)):
-                if built is not given:
-                    await close_model(built)
+            if services.picker_model is not picker_model:
+                await close_model(services.picker_model)
+            if services.naturalizer_model is not naturalizer_model:
+                await close_model(services.naturalizer_model)

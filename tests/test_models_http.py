@@ -280,7 +280,8 @@ async def test_the_app_closes_the_model_connections_it_opened_and_only_those(
     from graph.app import open_app
     from graph.models.resilient import ResilientChatModel
 
-    cfg = settings.model_copy(update={"picker_providers": [_provider("local", stub)], "naturalizer_providers": [_provider("writer", stub)]})
+    cfg = settings.model_copy(update={"picker_providers": [_provider("local", stub)],
+                                      "naturalizer_providers": [_provider("writer", stub)]})
     given = _build(cfg, "naturalizer", fallback=None)
     async with open_app(cfg, naturalizer_model=given) as app:
         picker = app.services.picker_model
