@@ -319,3 +319,18 @@ async def test_a_turn_cancelled_during_a_model_call_over_http_leaves_the_client_
     assert out.outcome == "read" and out.reply is not None and "Standup" in out.reply
     assert time.monotonic() - began < 2.0  # neither the thread nor a connection waited out the hung requests
     await turns.check_approvals(thread)
+
+
+@pytest.mark.parametrize("offline", [True, False], ids=["offline-fallback", "no-fallback"])
+async def test_a_provider_that_refuses_connections_is_named_a_connection_failure_not_a_timeout(
+    services: Services, db: Database, settings: Settings, ctx: Context, offline: bool
+) -> None:
+    """Nothing listens at the provider's address: the failure says "connection" (the aiohttp
+    transport reports it as a connect timeout, which would send an operator after the wrong cause)."""
+    from tests.children import free_port
+
+    closed = ProviderSettings(name="gone", base_url=f"http://127.0.0.1:{free_port()}/v1", model="m", timeout_seconds=5)
+    turns = await _turns(services, db, settings, picker=[closed], offline=offline)
+    out = await turns.send(ctx, ctx.owner_id + f"/refused-{offline}", "what's on my calendar today?")
+    fallback = next(e["data"] for e in out.events if e["type"] == "model_fallback")
+    assert fallback["failed"] == [{"provider": "gone", "error": "connection"}]

@@ -72,12 +72,30 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
 
 
+def _refused_or_dropped(exc: BaseException) -> bool:
+    """Whether a connection was refused or dropped among ``exc``'s causes (a timeout is neither).
+
+    The SDK's aiohttp transport reports every failed connection as a connect timeout; what really
+    happened is further down the chain (``ConnectionRefusedError``, aiohttp's ``ServerDisconnectedError``).
+    """
+    import aiohttp
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, TimeoutError):
+            return False
+        if isinstance(seen, ConnectionError | aiohttp.ClientConnectionError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def failure_kind(exc: BaseException) -> str:
     """A short, secret-free name for a provider failure."""
     import openai
 
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
-        return "timeout"
+        return "connection" if _refused_or_dropped(exc) else "timeout"
     if isinstance(exc, openai.RateLimitError):
         return "rate_limited"
     if isinstance(exc, openai.APIStatusError):
