@@ -449,9 +449,9 @@ def chat(
 
 async def _demo_token(settings: Settings) -> str:
     """Seed the demo owner and issue a fresh bearer token for it."""
+    from graph.services import utc_now
     from graph.store.db import open_database
     from graph.store.owner_scope import owner_transaction
-    from graph.services import utc_now
     from tools.demo import seed_demo
     from web.auth import ensure_demo_token
 

@@ -28,8 +28,8 @@ from graph.app import App, open_app
 from graph.background.api import create_run
 from graph.background.queue import ensure_queue_schema
 from graph.background.store import ledger_summaries
-from graph.store.db import Database
 from graph.state import Context
+from graph.store.db import Database
 
 __all__ = ["run_background_benchmarks"]
 

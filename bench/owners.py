@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 
+from graph.services import utc_now
 from graph.store.db import Database
 from graph.store.owner_scope import owner_transaction
-from graph.services import utc_now
 from tools.demo import seed_demo
 
 __all__ = ["demo_owner"]

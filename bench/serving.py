@@ -40,8 +40,8 @@ from bench.procs import ROOT, STUDIO_LANGGRAPH, free_port, started, tollgate_com
 from bench.rows import Row
 from graph._env import child_environment
 from graph.app import open_app
-from graph.store.db import Database
 from graph.state import Context
+from graph.store.db import Database
 from web.auth import issue_token
 
 __all__ = ["run_serving_benchmarks", "sse_messages"]

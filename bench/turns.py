@@ -17,12 +17,12 @@ from bench.models import CyclicModel
 from bench.owners import demo_owner
 from bench.roundtrips import open_counted_database
 from bench.rows import Row
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database, open_database
-from graph.store.owner_scope import owner_transaction
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.state import Context
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database, open_database
+from graph.store.owner_scope import owner_transaction
 from graph.turn import build_graph
 from policies.arguments import ArgsModel
 from tools.args import CalendarListArgs

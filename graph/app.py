@@ -9,15 +9,15 @@ from datetime import datetime
 
 from langchain_core.language_models import BaseChatModel
 
-from graph.store.checkpointer import open_checkpointer
-from graph.perimeter.credentials import CredentialStore, credentials_cipher
-from graph.store.db import Database, apply_tool_migrations, open_database
-from graph.process.gc_tuning import freeze_startup_objects
 from graph.models.llm import build_model, close_model
 from graph.perimeter.config import egress_client
+from graph.perimeter.credentials import CredentialStore, credentials_cipher
+from graph.process.gc_tuning import freeze_startup_objects
 from graph.runner import TurnRunner
 from graph.services import Hooks, Services, utc_now
 from graph.settings import Settings
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database, apply_tool_migrations, open_database
 from graph.turn import build_graph
 from policies.approval_rules import ApprovalRules, RulesError, parse_rules
 from tools.loading import ToolSource, assemble_registry

@@ -36,14 +36,14 @@ from langgraph.types import Command
 
 from graph.ledger import approvals, effects
 
-from graph.store import owner_scope
-from graph.ledger.audit import AuditRecord, append_audit
-from graph.store.checkpoint_guard import CheckpointRefused
 from graph.events import TurnEvent
-from graph.store.leases import Lease, Leases, bound, shielded
+from graph.ledger.audit import AuditRecord, append_audit
 from graph.services import Services
 from graph.slots import TurnSlots
 from graph.state import Context, Pending, Plan
+from graph.store import owner_scope
+from graph.store.checkpoint_guard import CheckpointRefused
+from graph.store.leases import Lease, Leases, bound, shielded
 from graph.threads import thread_kind
 from nodes.approval import allowed_of, check_decision
 from nodes.propose import joined_preview

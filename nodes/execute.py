@@ -36,12 +36,12 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 
 from graph.ledger import approvals, effects
 
-from graph.store import leases, owner_scope
+from graph.events import EventSink
 from graph.ledger.audit import AuditRecord, append_audit
 from graph.perimeter.config import governance_policy
 from graph.services import Services, ServicesProvider
-from graph.events import EventSink
 from graph.state import CallRecord, Context, Gate, Plan, RecentList, TurnState, outcome_of
+from graph.store import leases, owner_scope
 from nodes.flow_check import is_outbound, outbound_values
 from nodes._common import not_run, runs_unasked, sink_for, thread_id_of
 from nodes.id_validation import bind_plan_ids, refusal_message

@@ -20,10 +20,10 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, Sys
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from graph.store import leases
 from graph.events import EventSink
 from graph.services import Services, ServicesProvider
 from graph.state import CallRecord, Context, TurnState, outcome_of
+from graph.store import leases
 from nodes._common import sink_for, thread_id_of
 from nodes._picking import usage_record
 from policies.fencing import fence, new_nonce

@@ -22,12 +22,12 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMes
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import Runtime
 
-from graph.store import leases
-from graph.ledger.audit import AuditRecord, append_audit
 from graph.events import EventSink
+from graph.ledger.audit import AuditRecord, append_audit
 from graph.models.resilient import ModelsUnavailable
 from graph.services import Services, ServicesProvider
 from graph.state import CallRecord, Context, Gate, Plan, RecentList, TurnState
+from graph.store import leases
 from nodes._common import thread_id_of
 from nodes._picking import (
     decode_call,

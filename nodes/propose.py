@@ -23,11 +23,11 @@ from psycopg import AsyncConnection
 
 from graph.ledger import approvals
 
-from graph.store import owner_scope
 from graph.ledger.audit import AuditRecord, append_audit
 from graph.perimeter.config import governance_policy
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Pending, PendingAction, Plan, TurnState
+from graph.store import owner_scope
 from nodes.flow_check import conversation_warning, flow_warning, provenance, provenance_warning, shown_to_model
 from nodes._common import NotRun, not_run, sink_for, thread_id_of, with_calls
 from policies.approval import ApprovalClaims, args_hash, derive_nonce, mint_token

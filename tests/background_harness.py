@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from graph._env import child_environment
-from graph.store.db import Database
 from graph.settings import Settings
+from graph.store.db import Database
 
 from tests.conftest import all_rows
 

@@ -11,8 +11,8 @@ import graph._env  # noqa: F401  - strict msgpack and no telemetry before langgr
 import pytest
 
 from graph.process import event_loop
-from graph.store.db import Database, embedded_url, open_database
 from graph.settings import Settings
+from graph.store.db import Database, embedded_url, open_database
 
 # Every test loop is the loop every Tollgate process runs on (uvloop). A policy rather than
 # pytest-asyncio's loop-factory hook: the hook parametrizes only async tests, so a sync test with
@@ -98,11 +98,11 @@ def owner() -> str:
 from datetime import datetime  # noqa: E402
 from zoneinfo import ZoneInfo  # noqa: E402
 
-from graph.store.checkpointer import open_checkpointer  # noqa: E402
-from graph.store.owner_scope import owner_transaction  # noqa: E402
 from graph.runner import TurnRunner  # noqa: E402
 from graph.services import Services  # noqa: E402
 from graph.state import Context  # noqa: E402
+from graph.store.checkpointer import open_checkpointer  # noqa: E402
+from graph.store.owner_scope import owner_transaction  # noqa: E402
 from graph.turn import build_graph  # noqa: E402
 from tests.fakes import ScriptedModel  # noqa: E402
 from tests.openai_stub import StubServer, stub_server  # noqa: E402

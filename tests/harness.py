@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from graph.ledger.approval_contract import check_approvals
 from graph.event_contract import EventContract
+from graph.ledger.approval_contract import check_approvals
 from graph.runner import TurnOutcome, TurnRunner
 from graph.state import Context
 

@@ -21,10 +21,10 @@ import pytest
 import uvicorn
 from httpx_sse import aconnect_sse
 
-from graph.store.db import Database
 from graph.event_contract import EventContract
 from graph.events import TurnEvent
 from graph.settings import Settings
+from graph.store.db import Database
 from tests.harness import Clock
 from tools.demo import seed_demo
 from web.auth import issue_token
@@ -207,8 +207,8 @@ async def api(live_server: LiveServer, db: Database, owner: str) -> AsyncIterato
 
 async def _check_approvals(settings: Settings, db: Database, owner: str) -> None:
     from graph.ledger.approval_contract import check_approvals
-    from graph.store.checkpointer import open_checkpointer
     from graph.services import Services
+    from graph.store.checkpointer import open_checkpointer
     from graph.turn import build_graph
     from tests.fakes import ScriptedModel
     from tests.conftest import all_rows

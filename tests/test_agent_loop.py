@@ -11,11 +11,11 @@ import pytest
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from graph.app import approval_rules
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.state import Context
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.turn import build_graph
 from nodes.picker_prompt import context_of
 from policies.approval_rules import RulesError, parse_rules

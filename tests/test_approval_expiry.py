@@ -8,14 +8,14 @@ from collections.abc import AsyncIterator
 import pytest
 
 from graph.app import App, open_app
-from graph.ledger.approval_contract import check_approvals
 from graph.background.api import create_run
 from graph.background.executor import Runtime
 from graph.background.expiry import expire_approvals
 from graph.background.worker import WorkerHandle, start_in_process_worker
-from graph.store.db import Database
+from graph.ledger.approval_contract import check_approvals
 from graph.settings import Settings
 from graph.state import Context
+from graph.store.db import Database
 from policies.errors import ApprovalInvalid
 from tests.background_harness import count, run_row, wait_until
 from tests.conftest import NOW, all_rows

@@ -14,12 +14,12 @@ from graph.app import App, open_app
 from graph.background.offer import CONTINUE_ACTION, ContinueArgs, continue_in_background
 from graph.background.queue import ensure_queue_schema
 from graph.background.worker import start_in_process_worker
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.settings import Settings
 from graph.state import Context
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.turn import build_graph
 from tests.background_harness import count, run_row, wait_until
 from tests.fakes import ScriptedModel, call

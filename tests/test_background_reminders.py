@@ -12,8 +12,8 @@ import pytest
 
 from graph.app import App, open_app
 from graph.background.reminders import fire_reminders, next_daily
-from graph.store.db import Database
 from graph.settings import Settings
+from graph.store.db import Database
 from tests.background_harness import count
 from tests.conftest import all_rows
 

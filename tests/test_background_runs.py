@@ -24,11 +24,11 @@ from graph.background.delivery import deliver
 from graph.background.executor import WorkerHooks
 from graph.background.store import BackgroundRun
 from graph.background.worker import WorkerHandle, start_in_process_worker
-from graph.store.db import Database
 from graph.event_contract import EventContract
 from graph.events import TurnEvent
 from graph.settings import Settings
 from graph.state import Context
+from graph.store.db import Database
 from policies.errors import ApprovalInvalid, InvalidArgs, NotFound
 from tests.background_harness import count, ledger_kinds, run_row, wait_until
 from tests.conftest import all_rows

@@ -13,9 +13,9 @@ import pytest
 from graph.app import App, open_app
 from graph.background.queue import ensure_queue_schema
 from graph.background.triggers import evaluate_triggers
-from graph.store.db import Database
 from graph.settings import Settings
 from graph.state import Context
+from graph.store.db import Database
 from policies.arguments import validate_args
 from policies.fencing import read_fence
 from tests.background_harness import count

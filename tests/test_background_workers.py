@@ -13,9 +13,9 @@ import pytest
 from graph.app import App, open_app
 from graph.background.api import create_run
 from graph.background.store import ledger_summaries
-from graph.store.db import Database
 from graph.settings import Settings
 from graph.state import Context
+from graph.store.db import Database
 from tests.background_harness import Fleet, count, ledger_kinds, run_row, wait_until
 from tests.conftest import all_rows
 

@@ -28,8 +28,8 @@ import pytest
 
 from graph._env import child_environment
 from graph.background.queue import ensure_queue_schema
-from graph.store.db import Database
 from graph.settings import Settings
+from graph.store.db import Database
 from tests.children import free_port
 from tests.conftest import all_rows
 

@@ -16,8 +16,8 @@ import pytest
 
 from graph._env import child_environment
 from graph.perimeter.credentials import CredentialStore, credentials_cipher
-from graph.store.db import Database
 from graph.settings import Settings
+from graph.store.db import Database
 from tests.caldav_server import RadicaleServer, radicale
 from tests.conftest import NOW
 from tests.harness import Clock

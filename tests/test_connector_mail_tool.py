@@ -19,15 +19,15 @@ import pytest
 
 from graph.app import open_app
 from graph.ledger.approval_contract import check_approvals
-from graph.store.checkpointer import open_checkpointer
-from graph.perimeter.credentials import CredentialStore, credentials_cipher
-from graph.store.db import Database
-from graph.store.owner_scope import owner_transaction
 from graph.perimeter.config import egress_client
+from graph.perimeter.credentials import CredentialStore, credentials_cipher
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.settings import Settings
 from graph.state import Context
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
+from graph.store.owner_scope import owner_transaction
 from graph.turn import build_graph
 from nodes.id_validation import bind_plan_ids
 from nodes.offline import OfflinePicker

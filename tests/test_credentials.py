@@ -12,13 +12,13 @@ from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
 from graph._env import child_environment
-from graph.store.checkpointer import open_checkpointer
 from graph.perimeter.credentials import CredentialStore, CredentialsUnavailable, credentials_cipher
-from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.settings import Settings
 from graph.state import Context
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.turn import build_graph
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say

@@ -14,11 +14,11 @@ from psycopg.conninfo import make_conninfo
 
 from graph.app import open_app
 from graph.background.queue import ensure_queue_schema
+from graph.settings import Settings
 from graph.store.checkpoint_guard import CheckpointRefused
 from graph.store.checkpointer import open_checkpointer, strict_serializer
 from graph.store.db import Database, apply_migrations
 from graph.store.migrations import MIGRATIONS, SUMMARIES
-from graph.settings import Settings
 
 
 async def test_migrations_are_applied_once_and_versioned(db: Database) -> None:

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from langgraph.types import Command
 
-from graph.store.db import Database
 from graph.state import Context
+from graph.store.db import Database
 from policies.approval import args_hash
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from graph.ledger.audit import verify_chain
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.state import Context
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.turn import build_graph
 from policies.approval import args_hash
 from policies.arguments import ArgsModel, SafeText

@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 
 from evals.honesty import PRECISION_FLOOR, RECALL_FLOOR, run_honesty_eval
-from graph.store.db import Database
 from graph.state import Context
+from graph.store.db import Database
 from tests.conftest import NOW, all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns

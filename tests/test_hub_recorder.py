@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from graph.store.db import Database
 from graph.events import TurnEvent
+from graph.store.db import Database
 from web import store
 from web.hub import TurnHub
 

@@ -30,10 +30,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from graph.store.db import Database
 from graph.perimeter.egress_transport import EgressClient
-from graph.store.owner_scope import owner_transaction
 from graph.settings import Settings
+from graph.store.db import Database
+from graph.store.owner_scope import owner_transaction
 from policies.egress import EgressPolicy
 from tests.harness import Clock
 from tests.server_harness import Api, LiveServer, serve

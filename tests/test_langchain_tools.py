@@ -7,11 +7,11 @@ from dataclasses import replace
 import pytest
 from langchain_core.tools import tool
 
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.state import Context
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.turn import build_graph
 from policies.fencing import read_fence
 from tests.fakes import ScriptedModel, call, say

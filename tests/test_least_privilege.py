@@ -24,10 +24,10 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from graph.app import open_app
-from graph.store.db import SERVING_ROLE, Database, open_database
-from graph.store.embedded import stop
 from graph.settings import Settings
 from graph.state import Context
+from graph.store.db import SERVING_ROLE, Database, open_database
+from graph.store.embedded import stop
 from tests.test_row_security import unscoped_queries_see_nothing
 
 _REFUSED = [

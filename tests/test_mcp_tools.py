@@ -23,13 +23,13 @@ import httpx
 import pytest
 
 from graph._env import stop_group
-from graph.store.checkpointer import open_checkpointer
 from graph.perimeter.credentials import CredentialStore, credentials_cipher
-from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.settings import Settings
 from graph.state import Context
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.turn import build_graph
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns

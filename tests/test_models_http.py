@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 
 from graph.app import default_picker
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
 from graph.models.llm import build_model, close_model
 from graph.models.model_settings import ModelConfigError, ProviderSettings
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.settings import Settings
 from graph.state import Context
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.turn import build_graph
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns

@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from evals.routing.runner import ACCURACY_FLOOR, INDEPENDENT_FLOOR, load_cases, run_independent_eval, run_routing_eval
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.settings import Settings
 from graph.state import Context
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.turn import build_graph
 from nodes.offline import OfflinePicker, decide, known_function_schemas
 from nodes.offline.dates import long_tail_day

@@ -21,9 +21,9 @@ import psycopg
 import pytest
 
 from graph._env import child_environment
+from graph.settings import Settings
 from graph.store.db import Database
 from graph.store.embedded import status, stop
-from graph.settings import Settings
 from tests.children import free_port, wait_answering
 from web.auth import owner_of_token
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from graph.store.db import Database
 from graph.settings import Settings
 from graph.state import Context
+from graph.store.db import Database
 from policies.flow import carried, shown_from
 from tests.fakes import ScriptedModel, call, calls, say
 from tests.harness import Clock, Turns

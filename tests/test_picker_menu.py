@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.state import Context
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.turn import build_graph
 from nodes._picking import decode_call
 from nodes.menu import MenuBuilder

@@ -22,8 +22,8 @@ import pytest
 from httpx_sse import aconnect_sse
 
 from graph._env import child_environment, stop_group
-from graph.store.db import Database
 from graph.settings import Settings
+from graph.store.db import Database
 from tests.conftest import all_rows
 from tests.openai_stub import StubServer, text, tool_call
 from tests.children import free_port, wait_answering

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from graph.store.db import Database
 from graph.services import Services
 from graph.state import Context
+from graph.store.db import Database
 from nodes.propose import _render_preview
 from tools.args import CalendarCancelArgs, TaskCreateArgs
 

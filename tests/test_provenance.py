@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from graph.store.db import Database
 from graph.state import Context
+from graph.store.db import Database
 from policies.flow import origin_of, shown_from
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say

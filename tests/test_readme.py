@@ -8,10 +8,10 @@ import uuid
 from pathlib import Path
 
 from graph._env import child_environment
-from graph.store.db import Database
-from graph.store.owner_scope import owner_transaction
 from graph.services import utc_now
 from graph.settings import Settings
+from graph.store.db import Database
+from graph.store.owner_scope import owner_transaction
 from tests.readme_blocks import blocks_run_by
 from tools.demo import seed_demo
 

@@ -20,13 +20,13 @@ import pytest
 
 from graph._env import child_environment
 from graph.app import open_app
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
 from graph.perimeter.config import egress_client
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.settings import Settings
 from graph.state import Context
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.turn import build_graph
 from policies.errors import ApprovalInvalid
 from tests.conftest import all_rows

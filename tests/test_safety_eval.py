@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from evals.safety.runner import EVALUATORS, load_cases, run_safety_eval
-from graph.store.db import Database
 from graph.settings import Settings
+from graph.store.db import Database
 
 
 def test_cases_cover_every_attack_goal() -> None:

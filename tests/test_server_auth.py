@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 import pytest
 
+from graph.settings import Settings
 from graph.store.db import Database
 from graph.store.owner_scope import owner_transaction
-from graph.settings import Settings
 from server import create_app
 from tests.conftest import NOW
 from tests.harness import Clock

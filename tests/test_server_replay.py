@@ -5,10 +5,10 @@ from __future__ import annotations
 import httpx
 from httpx_sse import aconnect_sse
 
-from graph.store.db import Database
 from graph.event_contract import EventContract
 from graph.events import TurnEvent
 from graph.services import Hooks
+from graph.store.db import Database
 from tests.conftest import NOW, all_rows
 from tests.harness import Clock
 from tests.server_harness import Api, LiveServer, serve

@@ -6,8 +6,8 @@ import asyncio
 
 import httpx
 
-from graph.store.db import Database
 from graph.settings import Settings
+from graph.store.db import Database
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, say
 from tests.harness import Clock

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from graph.background.store import ensure_inbox
-from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.state import Context
+from graph.store.db import Database
 from policies.errors import ThreadReadOnly
 from tests.harness import Turns
 from tests.server_harness import Api, LiveServer

@@ -22,13 +22,13 @@ from langgraph_sdk.client import LangGraphClient
 
 from graph._env import child_environment, stop_group
 from graph.app import open_app
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
 from graph.event_contract import EventContract
 from graph.events import TurnEvent
 from graph.services import Services, utc_now
 from graph.settings import Settings
 from graph.state import Context
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from policies.errors import ApprovalInvalid
 from graph.turn import build_graph
 from tests.children import free_port, wait_answering

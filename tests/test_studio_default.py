@@ -22,8 +22,8 @@ from langgraph_sdk import get_client
 from psycopg.rows import dict_row
 
 from graph._env import stop_group
-from graph.store.embedded import status, stop
 from graph.services import utc_now
+from graph.store.embedded import status, stop
 from tests.children import free_port, wait_answering
 from tests.test_studio import _LANGGRAPH, _ROOT
 from tools.demo import seed_demo

@@ -7,10 +7,10 @@ from langchain_core.language_models import BaseChatModel
 
 from evals.tasks import TASKS, run_tasks_eval
 from evals.tasks.model import Say, TaskFollower
-from graph.store.db import Database
 from graph.models.llm import build_model, close_model
 from graph.models.model_settings import ProviderSettings
 from graph.settings import Settings
+from graph.store.db import Database
 from tests.conftest import NOW
 from tests.openai_stub import StubServer, text, tool_call
 

@@ -10,13 +10,13 @@ from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 
 from graph.ledger import approvals
 
-from graph.store import leases
 from graph.app import open_app
+from graph.settings import Settings
+from graph.state import Context
+from graph.store import leases
 from graph.store.checkpointer import open_checkpointer
 from graph.store.db import Database
 from graph.store.leases import LeaseLost, Leases
-from graph.settings import Settings
-from graph.state import Context
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.state import Context
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.turn import build_graph
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns

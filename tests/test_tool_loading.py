@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from graph.store.db import Database, ToolMigrationChanged, apply_tool_migrations
 from graph.settings import Settings
+from graph.store.db import Database, ToolMigrationChanged, apply_tool_migrations
 from tools import ActionResult, ActionSpec, ArgsModel, ExecContext, ToolSpec
 from tools.loading import ToolLoadError, assemble_registry
 from tools.registry import Registry

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from graph.store.db import Database
 from graph.runner import TurnOutcome
 from graph.state import Context
+from graph.store.db import Database
 from policies.errors import ApprovalInvalid, InvalidArgs, NotFound, OffListId
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say

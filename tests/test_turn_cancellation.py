@@ -24,13 +24,13 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from graph.ledger.approval_contract import check_approvals
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.store.owner_scope import owner_transaction
 from graph.runner import TurnOutcome, TurnRunner
 from graph.services import Services
 from graph.settings import Settings
 from graph.state import Context
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
+from graph.store.owner_scope import owner_transaction
 from graph.turn import build_graph
 from tests.conftest import NOW, all_rows
 from tests.fakes import ScriptedModel, call, say

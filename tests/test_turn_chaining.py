@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.state import Context
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.turn import build_graph
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns

@@ -7,9 +7,9 @@ import asyncio
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from graph.app import open_app
-from graph.store.db import Database
 from graph.settings import Settings
 from graph.state import Context
+from graph.store.db import Database
 from tests.fakes import ScriptedModel, call, say
 
 _ASK = "what's on my calendar today?"

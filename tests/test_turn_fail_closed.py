@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
 from graph.runner import TurnOutcome, TurnRunner
 from graph.services import Services
 from graph.state import Context
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
 from graph.turn import build_graph
 from policies.arguments import ArgsModel
 from tests.conftest import all_rows

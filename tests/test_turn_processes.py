@@ -14,9 +14,9 @@ from pathlib import Path
 from graph._env import child_environment
 from graph.app import open_app
 from graph.ledger.approval_contract import check_approvals
-from graph.store.db import Database
 from graph.settings import Settings
 from graph.state import Context
+from graph.store.db import Database
 from policies.errors import ApprovalInvalid
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from playwright.async_api import ConsoleMessage, Page, async_playwright, expect
 
-from graph.store.db import Database
 from graph.settings import Settings
+from graph.store.db import Database
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, calls, say
 from tests.harness import Clock

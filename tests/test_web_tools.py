@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 
-from graph.store.db import Database
 from graph.settings import Settings
 from graph.state import Context
+from graph.store.db import Database
 from policies.fencing import read_fence
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Clock

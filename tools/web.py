@@ -19,8 +19,8 @@ from typing import Annotated, Any, Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from selectolax.lexbor import LexborHTMLParser
 
-from graph.perimeter.egress_transport import EgressLimits, FetchedResponse, Resolver, egress_get, system_resolver
 from graph.perimeter.config import egress_limits, egress_policy, service_urls
+from graph.perimeter.egress_transport import EgressLimits, FetchedResponse, Resolver, egress_get, system_resolver
 from policies.arguments import ArgsModel, Count, SafeText
 from policies.egress import EgressPolicy, EgressUrl, UrlField
 from policies.errors import NotFound, Unavailable

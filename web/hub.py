@@ -30,8 +30,8 @@ from typing import Final
 
 from psycopg import AsyncConnection, OperationalError
 
-from graph.store.db import Database
 from graph.events import TurnEvent
+from graph.store.db import Database
 from policies.errors import TollgateError
 from web import store
 

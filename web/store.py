@@ -16,9 +16,9 @@ from typing import Any, Final
 
 import orjson
 
+from graph.events import TurnEvent
 from graph.store import owner_scope
 from graph.store.db import Database
-from graph.events import TurnEvent
 from graph.threads import ThreadKind, thread_kind
 from policies.errors import NotFound
 from tools._render import escape_like

@@ -11,8 +11,8 @@ from pathlib import Path
 import graph._env  # noqa: F401 - strict msgpack and no telemetry before langgraph loads
 from evals.safety.runner import run_safety_eval
 from graph.process import event_loop
-from graph.store.db import embedded_url, open_database
 from graph.settings import Settings
+from graph.store.db import embedded_url, open_database
 
 
 async def _main() -> int:

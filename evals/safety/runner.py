@@ -34,14 +34,14 @@ from zoneinfo import ZoneInfo
 
 from evals.safety.model import CompromisedPicker
 from evals.safety.site import Site, open_site
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
 from graph.event_contract import EventContract
-from graph.store.owner_scope import owner_transaction
 from graph.runner import PendingAction, TurnOutcome, TurnRunner
 from graph.services import Services
 from graph.settings import Settings
 from graph.state import Context
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
+from graph.store.owner_scope import owner_transaction
 from graph.turn import build_graph
 from policies.approval import args_hash
 from policies.arguments import ArgsModel

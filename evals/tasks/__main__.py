@@ -19,10 +19,10 @@ from zoneinfo import ZoneInfo
 
 import graph._env  # noqa: F401 - strict msgpack and no telemetry before langgraph loads
 from evals.tasks.runner import run_tasks_eval
-from graph.process import event_loop
-from graph.store.db import embedded_url, open_database
 from graph.models.llm import build_model, close_model
+from graph.process import event_loop
 from graph.settings import Settings
+from graph.store.db import embedded_url, open_database
 
 NOW = datetime(2026, 11, 30, 10, 0, tzinfo=ZoneInfo("Europe/Paris"))
 """The demo data's "now": every task's dates are written against it."""

@@ -20,13 +20,13 @@ from langchain_core.language_models import BaseChatModel
 
 from evals.tasks.cases import TASKS, Task
 from evals.tasks.model import TaskFollower
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.store.owner_scope import owner_transaction
 from graph.runner import TurnOutcome, TurnRunner
 from graph.services import Services
 from graph.settings import Settings
 from graph.state import Context
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import Database
+from graph.store.owner_scope import owner_transaction
 from graph.turn import build_graph
 from tools.builtin import default_registry
 from tools.demo import seed_demo

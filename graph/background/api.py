@@ -12,9 +12,9 @@ from typing import Any, Final, Literal
 from psycopg import AsyncConnection
 from pydantic import TypeAdapter, ValidationError
 
-from graph.store import owner_scope
 from graph.app import App
 from graph.background.queue import RUN_DECIDE, RUN_START, defer_run_job, ensure_queue_schema
+from graph.store import owner_scope
 from graph.background.store import (
     BackgroundRun,
     RunStatus,

@@ -20,14 +20,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from graph.store import owner_scope
 from graph.app import App
-from graph.ledger.approvals import requested, supersede
 from graph.background.delivery import deliver
 from graph.background.queue import MAX_ATTEMPTS
 from graph.background.store import BackgroundRun, add_event, load_run, transition
 from graph.events import TurnEvent
+from graph.ledger.approvals import requested, supersede
 from graph.state import Context
+from graph.store import owner_scope
 from graph.store.leases import LeaseLost
 from policies.hitl import decision_kind
 from policies.errors import ApprovalInvalid, ErrorCode, TollgateError

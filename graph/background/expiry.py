@@ -9,11 +9,11 @@ the threads whose holder died with approvals open and reconciles them
 
 from __future__ import annotations
 
-from graph.ledger import approvals
 from graph.app import App
-from graph.ledger.audit import AuditRecord, append_audit
 from graph.background.delivery import deliver
 from graph.background.executor import Runtime, fail_run
+from graph.ledger import approvals
+from graph.ledger.audit import AuditRecord, append_audit
 from graph.threads import thread_kind
 
 __all__ = ["expire_approvals", "recover_threads"]

@@ -18,11 +18,11 @@ from typing import Any, Final
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from graph.store import owner_scope
 from graph.app import App
 from graph.background.queue import RUN_START, defer_run_job
 from graph.background.store import ensure_inbox, insert_run, new_run_id
 from graph.profiles import timezone_of
+from graph.store import owner_scope
 from policies.fencing import fence, new_nonce
 from tools._render import clip
 from tools.triggers import describe_rule

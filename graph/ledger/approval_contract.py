@@ -23,8 +23,8 @@ from typing import Any
 from langgraph.graph.state import CompiledStateGraph
 from psycopg_pool import AsyncConnectionPool
 
-from graph.store import owner_scope
 from graph.ledger.approvals import requested
+from graph.store import owner_scope
 
 __all__ = ["ApprovalContractViolation", "ApprovalRow", "check_approvals"]
 

@@ -20,9 +20,9 @@ from typing import Any, Final, Literal
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from graph.store import leases, owner_scope
 from graph.ledger.audit import AuditRecord, append_audit
 from graph.services import Services
+from graph.store import leases, owner_scope
 from policies.arguments import load_args
 from tools.registry import ActionResult, Reconciled
 

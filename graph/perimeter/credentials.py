@@ -21,8 +21,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from psycopg_pool import AsyncConnectionPool
 
-from graph.store import owner_scope
 from graph.settings import Settings
+from graph.store import owner_scope
 from policies.errors import Unavailable
 
 __all__ = ["CredentialStore", "OwnerCredentials", "credentials_cipher"]

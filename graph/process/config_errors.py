@@ -13,9 +13,9 @@ import re
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from graph.store.db import DatabaseUnreachable, ToolMigrationChanged
 from graph.models.model_settings import ModelConfigError
 from graph.settings import Settings
+from graph.store.db import DatabaseUnreachable, ToolMigrationChanged
 from policies.approval_rules import RulesError
 
 __all__ = ["ConfigError", "explain"]

@@ -21,8 +21,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from graph.store.migrations import MIGRATIONS, SUMMARIES
 from graph.settings import Settings
+from graph.store.migrations import MIGRATIONS, SUMMARIES
 
 if TYPE_CHECKING:
     from tools.registry import Registry

@@ -24,10 +24,10 @@ import graph._env  # noqa: F401  - before langgraph is imported
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 from graph.app import build_services, connected_tools
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import apply_tool_migrations, open_database
 from graph.services import Services
 from graph.settings import Settings
+from graph.store.checkpointer import open_checkpointer
+from graph.store.db import apply_tool_migrations, open_database
 from graph.turn import build_graph
 
 __all__ = ["checkpointer", "graph", "services"]

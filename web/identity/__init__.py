@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from graph.store.db import Database
 from graph.settings import Settings
+from graph.store.db import Database
 
 __all__ = ["Authenticator", "Identity", "bearer_token", "build_authenticator"]
 
