@@ -48,7 +48,7 @@ from graph.threads import thread_kind
 from nodes.approval import allowed_of, check_decision
 from nodes.propose import joined_preview
 from policies.errors import ApprovalInvalid, InvalidArgs, NotFound, ThreadReadOnly, TollgateError
-from policies.hitl import ApprovalRequest
+from policies.hitl import ApprovalRequest, CardWarning
 from policies.storable import unstorable
 
 __all__ = ["PendingAction", "PendingApproval", "TurnOutcome", "TurnRunner"]
@@ -101,7 +101,9 @@ class PendingAction:
     allowed_decisions: tuple[str, ...] = ("approve", "edit", "reject")
     """The decisions a reviewer may take."""
     provenance: dict[str, str] = field(default_factory=dict)
-    """Where each argument's value came from ("typed by you", "from mail.read “Re: invoice”...")."""
+    """Where each argument's value came from ("typed by you", "from someone else's content: …")."""
+    warnings: tuple[CardWarning, ...] = ()
+    """The card's warnings and notes, each with its code (also at the top of ``preview``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +138,7 @@ class PendingApproval:
         actions = tuple(
             PendingAction(approval_id=b["id"], tool=b["tool"], action=b["action"], preview=r["description"],
                           args=r["args"], allowed_decisions=tuple(c["allowed_decisions"]),
-                          provenance=dict(r.get("provenance") or {}))
+                          provenance=dict(r.get("provenance") or {}), warnings=tuple(r.get("warnings") or ()))
             for b, r, c in zip(bindings, request["action_requests"], request["review_configs"], strict=True))
         block = request["approval"]
         return cls(approval_id=block["id"], thread_id=thread_id, tool=block["tool"], action=block["action"],
@@ -401,7 +403,8 @@ class TurnRunner:
                     actions=tuple(PendingAction(approval_id=a["approval_id"], tool=a["tool"], action=a["action"],
                                                 preview=a["preview"], args=a["args"],
                                                 allowed_decisions=tuple(a.get("allowed_decisions") or ()),
-                                                provenance=dict(a.get("provenance") or {}))
+                                                provenance=dict(a.get("provenance") or {}),
+                                                warnings=tuple(a.get("warnings") or ()))
                                   for a in d.get("actions") or ()),
                 )
         return out

@@ -77,10 +77,13 @@ class Services:
     ) -> ExecContext:
         """What one call of ``tool`` (an executor, a preview, a reconcile hook) gets: the owner it acts
         for, the clock, ``conn`` (for tools that asked for the database), the write's idempotency key,
-        HTTP through the egress gate, and that owner's secrets of that tool only."""
+        HTTP through the egress gate, that owner's secrets of that tool only, and the tool's service
+        for that owner (:attr:`~tools.registry.ToolSpec.service_for`)."""
         store = self.credentials or CredentialStore(self.db.pool, credentials_cipher(self.settings, self.key()))
+        spec = self.registry.tool(tool)
+        service = spec.service_for(owner_id) if spec is not None and spec.service_for is not None else None
         return ExecContext(owner_id, timezone, self.clock(), conn, key, http=self.http(),
-                           credentials=store.bound(owner_id, tool), labels=labels or {})
+                           credentials=store.bound(owner_id, tool), labels=labels or {}, service=service)
 
     def http(self) -> EgressClient:
         """The tools' HTTP client (``ExecContext.http``)."""

@@ -143,6 +143,9 @@ class Settings(BaseSettings):
     (a ToolSpec, a list of them, or a callable taking these settings)."""
     tool_entry_points: bool = True
     """Also serve the tools installed packages register under the ``tollgate.tools`` entry points."""
+    destructive_approvable: list[str] = []
+    """Destructive actions (``tool.action``) the owner may approve instead of having them refused; each
+    must also declare the ``confirmation`` tier. Empty by default: a destructive action is refused."""
     outbound_flow: Literal["off", "approve", "refuse"] = "approve"
     """An outbound read (search, fetch, weather, a remote tool's read) whose values copy what the
     model was shown, or carry contact data the user did not type: asks for approval, is refused,

@@ -36,6 +36,7 @@ from policies.approval import args_hash, check_binding, read_token
 from policies.arguments import validate_args
 from policies.errors import ApprovalExpired, ApprovalInvalid, ErrorCode, InvalidArgs, OffListId, TollgateError
 from policies.hitl import ApprovalRequest, EditDecision, RejectDecision, parse_resume
+from graph.perimeter.config import governance_policy
 from policies.tiers import classify_tier
 from tools.registry import function_name
 
@@ -125,7 +126,9 @@ def _checked(svc: Services, plan: Plan, thread: Mapping[str, Any], decision: Any
     if decision.edited_action.name != name:
         raise ApprovalInvalid("an edit can change the details of the action, not the action")
     spec = svc.registry.action(plan["tool"], plan["action"])
-    if spec is None or classify_tier(plan["tool"], plan["action"], svc.registry.tier_map(), spec.effect).run != "propose":
+    approvable = governance_policy(svc.settings).approvable_destructive
+    if spec is None or classify_tier(plan["tool"], plan["action"], svc.registry.tier_map(), spec.effect,
+                                     approvable).run != "propose":
         raise InvalidArgs(name, ["the action can no longer be edited"])
     checked = validate_args(spec.args, decision.edited_action.args)
     if checked.value is None:

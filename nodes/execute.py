@@ -226,7 +226,8 @@ async def _run(
     svc: Services, spec: ActionSpec, ctx: Context, plan: Plan, thread_id: str, key: str | None, approval: str | None
 ) -> tuple[ActionResult, bool, bool]:
     # A remote write is never retried here: a second attempt would only settle its first.
-    attempts = 3 if spec.idempotent and not (spec.writes and _is_remote(svc, spec, plan, ctx.owner_id)) else 1
+    attempts = 3 if spec.idempotent and not spec.changes_state and not (
+        spec.writes and _is_remote(svc, spec, plan, ctx.owner_id)) else 1
     async for attempt in AsyncRetrying(
         stop=stop_after_attempt(attempts),
         wait=wait_random_exponential(multiplier=0.05, max=1.0),
@@ -243,11 +244,16 @@ def returned_ids(result: ActionResult) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     if "list_kind" in result:
         out.setdefault(result["list_kind"], []).extend(
-            row["id"] for row in result.get("rows", []) if isinstance(row.get("id"), str))
+            str(row["id"]) for row in result.get("rows", []) if _is_id(row.get("id")))
     item = result.get("item")
-    if "item_kind" in result and isinstance(item, dict) and isinstance(item.get("id"), str):
-        out.setdefault(result["item_kind"], []).append(item["id"])
+    if "item_kind" in result and isinstance(item, dict) and _is_id(item.get("id")):
+        out.setdefault(result["item_kind"], []).append(str(item["id"]))
     return out
+
+
+def _is_id(value: Any) -> bool:
+    """An id as a tool may return one: a string, or an integer (kept in the thread as its digits)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _tool_message(plan: Plan, result: ActionResult | None, error: TollgateError | None) -> ToolMessage:
@@ -388,6 +394,8 @@ async def _execute_one(
     sink.emit("tool_end", call_id=plan["call_id"], tool=plan["tool"], action=plan["action"],
               status="ok", summary=result["summary"], replayed=replayed,
               **({"sanitized": True} if sanitized else {}))
+    if spec.changes_state:
+        await _audit(svc, ctx, config, state, plan, "ran", "read_changed_state", "")
     record = CallRecord(call_id=plan["call_id"], tool=plan["tool"], action=plan["action"], status="ran",
                         writes=spec.writes, result=result)
     return record, _tool_message(plan, result, None)

@@ -8,6 +8,7 @@ binds nothing and turns into a clarifying question.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,12 +18,16 @@ from langgraph.runtime import Runtime
 from graph.ledger.audit import AuditRecord, append_audit
 from graph.services import ServicesProvider
 from graph.state import Context, Plan, RecentList, TurnState
+from nodes.shown import user_request
 from nodes._common import NotRun, finalized, not_run, seal, sink_for, thread_id_of, with_calls
 from policies.approval import args_hash
 from policies.ids import IdBinding, Location, bind_ids, id_refs, with_ids
 from tools.registry import ActionSpec, Registry
 
 __all__ = ["bind_plan_ids", "make_id_validation", "refusal_message"]
+
+_TOKEN = re.compile(r"[^\s,;()\[\]{}<>\"'“”]+")
+"""A run of characters that could be an id the owner typed (a sentence's last stop is taken off)."""
 
 _MESSAGES = {
     "no_list": "Which {kind} do you mean? Ask me to list your {kind} items first, then pick one by number.",
@@ -59,12 +64,15 @@ def bind_plan_ids(
             continue
         kind = registry.id_kind(kind_name)
         listed = recent.get(kind_name) or {}
-        latest = [row["id"] for row in listed.get("rows", [])]
-        binding = bind_ids([ref for _, ref in found], latest, {*known.get(kind_name, ()), *latest},
+        latest = [str(row["id"]) for row in listed.get("rows", [])]
+        # A kind that says so also binds the ids the owner typed in this request, when its check confirms them.
+        typed = {t for t in (w.rstrip(".!?:") for w in _TOKEN.findall(user_request(thread))) if kind.accepts(t)} if kind.owner_typed else set()
+        binding = bind_ids([ref for _, ref in found], latest, {*known.get(kind_name, ()), *latest, *typed},
                            accepts=kind.accepts, positions=kind.positions, ambiguous=bool(listed.get("ambiguous")))
         if not binding.ok:
             return args, binding, kind.label
-        bound += [(location, value) for (location, _), value in zip(found, binding.ids, strict=True)]
+        bound += [(location, int(value) if isinstance(ref, int) and not isinstance(ref, bool) else value)
+                  for (location, ref), value in zip(found, binding.ids, strict=True)]
     return (with_ids(args, bound) if bound else args), None, ""
 
 

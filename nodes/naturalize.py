@@ -5,7 +5,8 @@ model, the turn's results are given to it framed as DATA; without one, or when i
 grounded renderers write the reply from the results alone. The honesty gate checks text a
 model wrote (never the renderers') against the writes that really ran
 (:func:`policies.honesty.check_claims`) and replaces a reply with an unbacked claim by the
-grounded account. The finished exchange (the request, the tool calls and their results, the
+grounded account; a model's sentence that repeats someone else's content is attributed to it
+(:func:`policies.provenance.attribute`). The finished exchange (the request, the tool calls and their results, the
 reply) is appended to the thread's transcript: the conversation lives there, not in every
 checkpoint, and the picker's window of earlier turns is read from it.
 """
@@ -26,7 +27,9 @@ from graph.state import CallRecord, Context, TurnState, outcome_of
 from graph.store import leases
 from nodes._common import sink_for, thread_id_of
 from nodes._picking import usage_record
+from nodes.shown import shown_to_model
 from policies.fencing import fence, new_nonce
+from policies.provenance import attribute
 from policies.honesty import CLAIMS_MARKER, Outcome, check_claim_list, check_claims, split_claims
 from policies.storable import visible_controls
 
@@ -233,6 +236,9 @@ def make_naturalize(provider: ServicesProvider) -> Any:
                 wrote = any(c["status"] == "ran" and c["writes"] for c in calls)
                 honest = "" if wrote else _NOTHING_CHANGED.get(outcome, _NOTHING_CHANGED["reply"])
                 text = "\n\n".join(p for p in (account, honest) if p) or "Only what is listed above happened."
+        if by_model and not rewritten:
+            # A model's text that repeats someone else's content says whose it is.
+            text = attribute(text, await shown_to_model(svc, state, thread_id_of(config)))
         reply = visible_controls(text) or _NOTHING_CHANGED.get(outcome, "How can I help?")
         if state.get("fell_back"):
             reply += "\n\n(The model didn't answer, so the offline picker handled this request.)"

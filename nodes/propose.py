@@ -10,15 +10,18 @@ a replayed node produces the same request.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NoReturn, cast
+from typing import Any, Final, NoReturn, cast
 from zoneinfo import ZoneInfo
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
+import psycopg
 from psycopg import AsyncConnection
 
 from graph.ledger import approvals
@@ -28,17 +31,24 @@ from graph.perimeter.config import governance_policy
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Pending, PendingAction, Plan, TurnState
 from graph.store import owner_scope
-from nodes.flow_check import conversation_warning, flow_warning, provenance, provenance_warning, shown_to_model
+from nodes.card import Card, card_for, unknown_card, you_asked
+from nodes.flow_check import flow_warning
+from nodes.shown import shown_to_model, user_request
 from nodes._common import NotRun, not_run, sink_for, thread_id_of, with_calls
 from policies.approval import ApprovalClaims, args_hash, derive_nonce, mint_token
 from policies.arguments import load_args
 from policies.dlp import scan_values
 from policies.errors import TollgateError
-from policies.hitl import ApprovalRequest, DecisionType
+from policies.hitl import ApprovalRequest, CardWarning, DecisionType
+from policies.provenance import Shown
 from policies.storable import visible_controls
 from tools.registry import ActionSpec, function_name
 
 __all__ = ["Proposed", "build_request", "joined_preview", "make_propose", "request_hash"]
+
+_log = logging.getLogger(__name__)
+_PROVENANCE_SECONDS: Final = 10.0
+"""The longest the card waits for what the thread read; past it every value is of unknown source."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +60,13 @@ class Proposed:
     claims: ApprovalClaims
     token: str
     allowed: list[DecisionType]
-    provenance: dict[str, str]
+    card: Card
+    """Where its values came from, and its warnings (including the flow check's and DLP's)."""
+
+    @property
+    def provenance(self) -> dict[str, str]:
+        """Field -> where its value came from, in words."""
+        return self.card.labels
 
 
 def request_hash(actions: Sequence[Proposed]) -> str:
@@ -60,11 +76,15 @@ def request_hash(actions: Sequence[Proposed]) -> str:
     return args_hash({"actions": [[a.plan["tool"], a.plan["action"], a.claims.args_hash] for a in actions]})
 
 
-def build_request(actions: Sequence[Proposed], claims: ApprovalClaims, token: str) -> ApprovalRequest:
-    """The interrupt payload listing every action of ``actions``; ``claims``/``token`` bind the request."""
+def build_request(actions: Sequence[Proposed], claims: ApprovalClaims, token: str, request: str = "") -> ApprovalRequest:
+    """The interrupt payload listing every action of ``actions``; ``claims``/``token`` bind the
+    request; ``request`` is what the person asked."""
     return ApprovalRequest(
+        request=request,
         action_requests=[{"name": function_name(a.plan["tool"], a.plan["action"]), "args": a.plan["args"],
-                          "description": a.preview, **({"provenance": a.provenance} if a.provenance else {})}
+                          "description": a.preview, **({"provenance": a.provenance} if a.provenance else {}),
+                          **({"provenance_detail": a.card.detail} if a.card.detail else {}),
+                          "warnings": a.card.warnings}
                          for a in actions],
         review_configs=[{"action_name": function_name(a.plan["tool"], a.plan["action"]),
                          "allowed_decisions": a.allowed} for a in actions],
@@ -157,19 +177,26 @@ def make_propose(provider: ServicesProvider) -> Any:
                   for row in listed.get("rows", [])}
         actions: list[Proposed] = []
         done: list[NotRun] = []
-        # Where each value came from, for the card: what the model was shown, and the user's words.
-        shown = await shown_to_model(svc, state, thread_id)
+        # Where each value came from, for the card: what the thread read, and the person's words.
+        request_text = user_request(state)
+        shown: Shown | None
+        try:
+            shown = await asyncio.wait_for(shown_to_model(svc, state, thread_id), _PROVENANCE_SECONDS)
+        except (TimeoutError, OSError, ValueError, psycopg.Error) as exc:
+            _log.warning("provenance check could not run (%s): values are labelled of unknown source", type(exc).__name__)
+            shown = None
         for plan in waiting:
             spec = svc.registry.action(plan["tool"], plan["action"])
-            # A call the server built from its own facts (the background offer) has no model-chosen value.
-            ids = {re.split(r"[.\[]", path, maxsplit=1)[0] for path in (spec.id_fields if spec is not None else {})}
-            where = {} if str(plan.get("seal", "")).startswith("server.") else provenance(plan["args"], shown, skip=ids)
             if spec is None:
                 raise RuntimeError(f"proposed action {plan['tool']}.{plan['action']} is not registered")
+            # Id fields are bound by id validation to what the server listed; the preview names them.
+            ids = {re.split(r"[.\[]", path, maxsplit=1)[0] for path in spec.id_fields}
+            # A call the server built from its own facts (the background offer) has no model-chosen value.
+            server_built = str(plan.get("seal", "")).startswith("server.")
+            card = (unknown_card(spec, plan["args"], skip=ids) if shown is None and not server_built
+                    else card_for(spec, plan["args"], shown or Shown(), request_text, skip=ids, server_built=server_built))
             try:
-                # The background offer too: it would let the same conversation go on unattended.
-                origin = provenance_warning(where) or conversation_warning(shown, where)
-                preview = await _preview(svc, spec, plan, ctx, labels, origin)
+                preview, card = await _preview(svc, spec, plan, ctx, labels, card, request_text)
             except TollgateError as exc:
                 sink.emit("error", code=exc.code, message=exc.message)
                 await append_audit(
@@ -194,7 +221,7 @@ def make_propose(provider: ServicesProvider) -> Any:
                                    *((str(plan["revision"]),) if plan.get("revision") else ())),
             )
             allowed = svc.approval_rules.allowed_decisions(ctx.owner_id, plan["tool"], plan["action"])
-            actions.append(Proposed(plan, preview, claims, mint_token(claims, key), allowed, where))
+            actions.append(Proposed(plan, preview, claims, mint_token(claims, key), allowed, card))
         update = with_calls(state, done)
         if done:
             dropped = {record["call_id"] for record, _ in done}
@@ -206,7 +233,7 @@ def make_propose(provider: ServicesProvider) -> Any:
                                 args_hash=request_hash(actions), exp=min(a.claims.exp for a in actions),
                                 nonce=first.nonce)
         token = mint_token(claims, key)  # for one action: its own claims, so its own token
-        request = build_request(actions, claims, token)
+        request = build_request(actions, claims, token, request_text)
         local_expiry = datetime.fromtimestamp(claims.exp, UTC).astimezone(ZoneInfo(ctx.timezone))
         preview = joined_preview([a.preview for a in actions])
         sink.emit(
@@ -219,7 +246,8 @@ def make_propose(provider: ServicesProvider) -> Any:
             expires_at=local_expiry.isoformat(),
             actions=[{"approval_id": a.claims.nonce, "tool": a.plan["tool"], "action": a.plan["action"],
                       "preview": a.preview, "args": a.plan["args"], "allowed_decisions": a.allowed,
-                      "provenance": a.provenance} for a in actions],
+                      "provenance": a.provenance, "warnings": a.card.warnings} for a in actions],
+            request=request_text,
         )
         pending = Pending(
             approval_id=claims.nonce, token=token, expires_at=claims.expires_at.isoformat(), preview=preview,
@@ -234,10 +262,11 @@ def make_propose(provider: ServicesProvider) -> Any:
 
 
 async def _preview(
-    svc: Services, spec: ActionSpec, plan: Plan, ctx: Context, labels: Mapping[str, str], origin: str = ""
-) -> str:
-    """The server's preview of ``plan``, with its warnings on top: data it carries out, values that
-    do not come from the person (``origin``), and DLP findings."""
+    svc: Services, spec: ActionSpec, plan: Plan, ctx: Context, labels: Mapping[str, str], card: Card, request: str,
+) -> tuple[str, Card]:
+    """The server's preview of ``plan`` as the card shows it: the request ("You asked: …"), its
+    warnings (data it carries out, where its values came from, DLP findings), then the preview.
+    Returns the text and the card with every warning on it."""
     args = load_args(spec.args, plan["args"])
     if spec.preview is None:
         preview = _generic_preview(spec, plan["args"])  # from the arguments alone: no statement
@@ -245,9 +274,12 @@ async def _preview(
         found = svc.registry.tool(plan["tool"])
         preview = await _render_preview(spec, args, ctx, svc, tool=plan["tool"],
                                         database=found is not None and found.database, labels=labels)
-    # The warning is derived from the exact arguments that will run, like the preview itself.
-    warning = scan_values(plan["args"], governance_policy(svc.settings).dlp).warning()
+    # The warnings are derived from the exact arguments that will run, like the preview itself.
+    dlp = scan_values(plan["args"], governance_policy(svc.settings).dlp).warning()
+    outbound = flow_warning(plan)
+    warnings = ([CardWarning(code="outbound", text=outbound)] if outbound else []) + card.warnings + (
+        [CardWarning(code="dlp", text=dlp)] if dlp else [])
+    card = Card(card.labels, card.detail, warnings)
     # A preview quotes stored third-party text (a title, a sender): its bidi controls are shown.
     preview = visible_controls(preview)
-    warnings = [w for w in (flow_warning(plan), origin, warning) if w]
-    return "\n\n".join([*warnings, preview])
+    return "\n\n".join([you_asked(request), *(visible_controls(w["text"]) for w in warnings), preview]), card

@@ -19,8 +19,9 @@ from graph.ledger.audit import AuditRecord, append_audit
 from graph.perimeter.config import governance_policy
 from graph.services import ServicesProvider
 from graph.state import Context, Plan, TurnState
-from nodes.flow_check import carried_by, is_outbound, outbound_values, shown_to_model
-from policies.flow import Shown
+from nodes.flow_check import carried_by, is_outbound, outbound_values
+from nodes.shown import shown_to_model
+from policies.provenance import Shown
 from nodes._common import NotRun, finalized, not_run, runs_unasked, seal, sink_for, thread_id_of, with_calls
 from policies.dlp import KIND_LABELS, scan_across
 from policies.governance import ActionFacts, govern

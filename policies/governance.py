@@ -51,6 +51,8 @@ class GovernancePolicy:
     """Where URL arguments may point (deny by default)."""
     dlp: DlpPolicy = DEFAULT_DLP
     """Scan limits and detectors."""
+    approvable_destructive: frozenset[tuple[str, str]] = frozenset()
+    """Destructive (tool, action) pairs the deployment explicitly lets the owner approve (none by default)."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("shadow", "enforce"):
@@ -143,7 +145,7 @@ def govern(
     mode = policy.mode
     if facts is None:
         return GovernanceDecision.refuse("blocklist", "unknown_action", "permission_denied", mode=mode)
-    tier = classify_tier(tool, action, tier_map, facts.effect)
+    tier = classify_tier(tool, action, tier_map, facts.effect, policy.approvable_destructive)
     if tier.run == "refuse":
         return GovernanceDecision.refuse(tier.tier, tier.reason, "permission_denied", mode=mode, args_hash=raw_args_hash(raw_args))
     checked = validate_args(facts.args_model, raw_args)

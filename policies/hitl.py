@@ -24,13 +24,16 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalResume",
     "ApproveDecision",
+    "CardWarning",
     "Decision",
     "DecisionType",
     "EditDecision",
     "EditedAction",
     "MAX_ACTIONS",
+    "ProvenanceMatch",
     "RejectDecision",
     "ReviewConfig",
+    "WarningCode",
     "decision_kind",
     "parse_resume",
 ]
@@ -39,6 +42,39 @@ DecisionType = Literal["approve", "edit", "reject"]
 
 MAX_ACTIONS: Final = 8
 """Actions one request (one model answer) may list; further calls of the answer are refused."""
+
+
+WarningCode = Literal["not_requested", "third_party_value", "instructions", "unknown_source", "named_content",
+                      "read_content", "outbound", "dlp", "destructive"]
+"""What a card's warning is about (see :mod:`nodes.card`; ``outbound`` and ``dlp`` come from the
+flow check and the DLP scan; ``destructive`` marks an action the deployment lets the owner approve
+although it cannot be undone)."""
+
+
+class CardWarning(TypedDict):
+    """One warning or note of an approval card, as shown above its preview."""
+
+    code: WarningCode
+    """What it is about, for clients that act on it."""
+    text: str
+    """The sentence shown (``⚠`` for a warning, ``ⓘ`` for a note)."""
+
+
+class ProvenanceMatch(TypedDict):
+    """One token of an argument found in what the thread read."""
+
+    token: str
+    """The token as traced (``iban:DE89…``, ``@billing@acme.example``, a word, a span)."""
+    source: str
+    """The source as the card names it (``mail “Invoice 42” from billing@acme.example (mail.read)``)."""
+    call: str
+    """The call that returned it (``mail.read``)."""
+    trust: Literal["owner", "third_party"]
+    """The owner's own data, or someone else's content."""
+    snippet: str
+    """A short quote of the text around it."""
+    instructions: bool
+    """The text around it reads as instructions to an assistant."""
 
 
 class ActionRequest(TypedDict):
@@ -51,7 +87,12 @@ class ActionRequest(TypedDict):
     description: str
     """The server-rendered preview."""
     provenance: NotRequired[dict[str, str]]
-    """Where each argument's value came from ("typed by you", "from mail.read “Re: invoice”...")."""
+    """Where each argument's value came from ("typed by you", "from someone else's content: mail
+    “Re: invoice” from x@y.example (mail.read): “…”", "chosen by the model", "unknown source…")."""
+    provenance_detail: NotRequired[dict[str, list[ProvenanceMatch]]]
+    """Per argument, the tokens traced to what the thread read, with their sources."""
+    warnings: NotRequired[list[CardWarning]]
+    """The card's warnings and notes (also at the top of ``description``)."""
 
 
 class ReviewConfig(TypedDict):
@@ -108,6 +149,8 @@ class ApprovalRequest(TypedDict):
     """Allowed decisions per action."""
     approval: ApprovalBlock
     """Token binding."""
+    request: NotRequired[str]
+    """The person's request that began the turn (the card shows "You asked: …")."""
 
 
 class _Strict(BaseModel):

@@ -79,7 +79,8 @@ def bind_ids(
     """Resolve ``refs`` against the ids the server returned. Fail closed.
 
     ``latest`` is the latest list of the kind (display order: what ``"#2"`` means), ``known``
-    every id of the kind the server returned in the thread (``latest`` included), ``accepts``
+    every id of the kind the server returned in the thread (``latest`` included; an integer
+    reference is compared as its digits), ``accepts``
     the kind's own check of an id's shape. With ``positions`` off, ``"#2"`` is only ever an id.
     With ``ambiguous`` (the latest list of the kind came as two lists at once), a position is
     refused: "#2" could mean either list's row; ids still bind.
@@ -88,6 +89,8 @@ def bind_ids(
         return IdBinding.refuse("empty")
     bound: list[str] = []
     for ref in refs:
+        if isinstance(ref, int) and not isinstance(ref, bool):
+            ref = str(ref)  # an integer id is compared as its digits, as the thread keeps it
         if not isinstance(ref, str) or not ref.strip():
             return IdBinding.refuse("blank")
         candidate = ref

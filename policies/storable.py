@@ -70,7 +70,8 @@ def depth_of(value: object, *, limit: int = MAX_DEPTH + 1) -> int:
 def storable(value: Any, *, max_chars: int = 20_000, budget: int = 200_000, max_depth: int = MAX_DEPTH) -> Storable:
     """A copy of the JSON ``value`` that PostgreSQL can store and a turn can carry.
 
-    Strings lose NUL and lone surrogates (replaced), show bidi controls, and are clipped to ``max_chars``; nesting
+    Strings lose NUL and lone surrogates (replaced), show bidi controls, and are clipped to ``max_chars``
+    (ending with a note of how many characters were cut); nesting
     deeper than ``max_depth`` is dropped; once ``budget`` characters of strings are spent, the
     remaining items of lists are dropped. Keys are cleaned like strings.
     """
@@ -81,7 +82,8 @@ def storable(value: Any, *, max_chars: int = 20_000, budget: int = 200_000, max_
         nonlocal changed, spent
         fixed = visible_controls(_UNSTORABLE.sub(_REPLACEMENT, text))
         if len(fixed) > max_chars:
-            fixed = fixed[: max_chars - 1] + "…"
+            # Said in the text itself, so the model (and a card quoting it) knows the rest is missing.
+            fixed = fixed[:max_chars] + f"… [cut here: {len(fixed) - max_chars:,} more characters not kept]"
         if fixed != text:
             changed = True
         spent += len(fixed)

@@ -13,7 +13,7 @@ author acknowledged it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -52,14 +52,19 @@ class TierVerdict:
 
 
 def classify_tier(
-    tool: str, action: str, tier_map: Mapping[tuple[str, str], Tier], effect: Effect | None
+    tool: str, action: str, tier_map: Mapping[tuple[str, str], Tier], effect: Effect | None,
+    approvable_destructive: Collection[tuple[str, str]] = (),
 ) -> TierVerdict:
     """Classify (tool, action) against the server's explicit map and its declared ``effect``. Fail closed.
 
     ``effect`` is the registry's declaration (``None`` for an action the registry does not
-    know, which is refused as unclassified).
+    know, which is refused as unclassified). A destructive action is refused, unless the
+    deployment's policy names it in ``approvable_destructive`` *and* its tier is ``confirmation``:
+    then it is proposed, and runs only with the owner's approval (never without one).
     """
     if effect == "destructive":
+        if (tool, action) in approvable_destructive and tier_map.get((tool, action)) == "confirmation":
+            return TierVerdict("confirmation", "propose", "destructive_opted_in")
         return TierVerdict.refuse("blocklist", "hard_delete")
     tier = tier_map.get((tool, action))
     if tier is None or effect is None:

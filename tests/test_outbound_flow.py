@@ -7,7 +7,8 @@ import pytest
 from graph.settings import Settings
 from graph.state import Context
 from graph.store.db import Database
-from policies.flow import carried, shown_from
+from policies.flow import carried
+from policies.provenance import Source, shown_from
 from tests.fakes import ScriptedModel, call, calls, say
 from tests.harness import Clock, Turns
 from tests.perimeter_harness import audit_rows, web_settings, web_turns
@@ -99,7 +100,8 @@ async def test_the_deployment_chooses_refuse_or_off(
 
 
 def test_spans_count_only_after_normalisation_and_never_the_users_own_words() -> None:
-    shown = shown_from([("mail.read", "Your monthly INVOICE of EUR 42.00 is available.")], ["pay my invoice of EUR 42"])
+    shown = shown_from([(Source("mail.read"), "Your monthly INVOICE of EUR 42.00 is available.")],
+                       ["pay my invoice of EUR 42"])
     assert carried(["monthly   invoice, of"], shown).sources == ("mail.read",)  # case, spacing, punctuation
     assert carried(["invoice of eur"], shown).clean  # the user said it
     assert carried(["a payment is due"], shown).clean

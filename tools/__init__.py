@@ -8,10 +8,24 @@ action has a closed, frozen argument model (:class:`ArgsModel`, with the bounded
 a preview. The server sets identity (:class:`ExecContext`), never the model. Serve tools with
 ``open_app(settings, tools=[...])``, ``TOLLGATE_TOOLS`` or the ``tollgate.tools`` entry point
 (:mod:`tools.loading`); the built-in tools are written the same way. A LangChain tool is
-governed with :func:`tools.langchain_tools.from_langchain`.
+governed with :func:`tools.langchain_tools.from_langchain`. An executor fails with the typed errors
+exported here (:class:`NotFound`, :class:`InvalidArgs`, :class:`Transient` — retried for idempotent
+work —, :class:`Unavailable`, :class:`PermissionDenied`...); a URL argument Tollgate connects to is
+``Annotated[EgressUrl, UrlField()]``, so it passes the egress gate.
 """
 
 from policies.arguments import ArgsModel, Count, IdRef, SafeText
+from policies.egress import EgressUrl, UrlField
+from policies.errors import (
+    EgressDenied,
+    InvalidArgs,
+    NotFound,
+    OutcomeUnknown,
+    PermissionDenied,
+    TollgateError,
+    Transient,
+    Unavailable,
+)
 from policies.tiers import Effect, Tier
 from tools.registry import (
     ActionResult,
@@ -29,14 +43,24 @@ __all__ = [
     "ActionSpec",
     "ArgsModel",
     "Count",
+    "EgressDenied",
+    "EgressUrl",
     "Effect",
     "ExecContext",
     "IdKind",
     "IdRef",
+    "InvalidArgs",
+    "NotFound",
+    "OutcomeUnknown",
+    "PermissionDenied",
     "Registry",
     "ResultRow",
     "SafeText",
     "Tier",
+    "TollgateError",
     "ToolSpec",
+    "Transient",
+    "Unavailable",
+    "UrlField",
     "template_preview",
 ]

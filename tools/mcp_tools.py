@@ -319,7 +319,10 @@ class _Live:
             # The SDK wraps a plain return value as {"result": value}.
             return content["result"] if isinstance(content, dict) and set(content) == {"result"} else content
         texts = [getattr(block, "text", "") for block in result.content]
-        return "\n".join(t for t in texts if t)[:_TEXT_CAP]
+        text = "\n".join(t for t in texts if t)
+        if len(text) > _TEXT_CAP:  # said in the text, so the model and the card know the rest is missing
+            text = text[:_TEXT_CAP] + f"… [cut here: {len(text) - _TEXT_CAP:,} more characters not kept]"
+        return text
 
 
 @asynccontextmanager

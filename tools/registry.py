@@ -51,7 +51,8 @@ class ResultRow(TypedDict):
     """One row of a list result, as stored in the thread's recent list and shown to the model."""
 
     id: str
-    """The store's own id for the item (the only ids id-validation will bind)."""
+    """The store's own id for the item (the only ids id-validation will bind); an integer id is
+    accepted too and kept in the thread as its digits."""
     label: str
     """A short, grounded one-line description rendered by the server."""
 
@@ -106,6 +107,9 @@ class ExecContext:
     """The owner's secrets for this tool (stored encrypted), read by name."""
     labels: Mapping[str, str] = field(default_factory=dict)
     """For previews: the label each id had in the thread's latest lists (what the owner saw)."""
+    service: Any = None
+    """This owner's service object of the tool (its API client, its account), from
+    :attr:`ToolSpec.service_for`; ``None`` for a tool that declares none."""
 
     @property
     def db(self) -> AsyncConnection[Any]:
@@ -217,6 +221,10 @@ class IdKind:
     """What the user calls one ("event", "file"); the name when empty."""
     positions: bool = True
     """Whether ``"#2"`` may mean the 2nd row of the latest list; must be off when ids can look like that."""
+    owner_typed: bool = False
+    """Whether an id the owner typed in their request binds although no tool returned it in the
+    thread, once ``pattern`` and ``validator`` confirm it (an order number, a ticket id). Off by
+    default: only what the server returned binds. Never what the model or a tool result wrote."""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():
@@ -266,6 +274,10 @@ class ActionSpec:
     """Server-rendered approval preview; required for confirmation-tier actions."""
     idempotent: bool = True
     """Whether a retry after a transient failure is safe."""
+    changes_state: bool = False
+    """For a read: calling it changes what it reads as a side effect (fetching unread mail marks it
+    read on the server). It runs like a read (no approval for the allowlist tier), but is never
+    retried, and the audit records the call as one that changed state."""
     effect: Effect = "read"
     """What the action does to data, declared by its author: ``read``; ``write`` (changes data
     reversibly or sends on the owner's behalf: it runs under the idempotency ledger); or
@@ -286,6 +298,18 @@ class ActionSpec:
     third_party_fields: tuple[str, ...] = ()
     """Fields of its result's item that hold someone else's text when set (an event's
     description, written by whoever sent the invitation)."""
+    source_label: str | None = None
+    """How an approval card names the source of this action's results (``MCP server pantry,
+    tool list``); by default the card names the item (a mail's sender and subject, a page's host
+    and path, a file's name)."""
+    source_nouns: tuple[str, ...] = ()
+    """Words a request names this action's results by (``transaction``, ``statement``), beside the
+    words of the item's name: content a request names is said on the card, not warned about."""
+    intent_words: tuple[str, ...] = ()
+    """Words that, in a person's request, ask for this action (``pay``, ``transfer`` for a
+    payment), beside those :func:`policies.intent.intent_words` derives from its name and usage
+    examples. A write that the request did not ask for, proposed after the turn read someone
+    else's content, is flagged on its card."""
     kinds_for: Callable[[str], Mapping[str, str]] | None = None
     """For a tool whose store is chosen per owner: the id kinds this owner's ids are instead of
     the ones ``id_fields`` names (``{"mail": "imap_mail"}``: an owner's own server has ids of
@@ -326,6 +350,8 @@ class ActionSpec:
                 f"action {self.name!r} reads as a hard delete but declares effect={self.effect!r}: declare "
                 "effect='destructive', or set destructive_name_acknowledged=True if it is reversible"
             )
+        if self.changes_state and self.effect != "read":
+            raise ValueError(f"action {self.name!r}: changes_state describes a read; a write changes state anyway")
         if self.tier == "confirmation" and self.preview is None:
             raise ValueError(f"confirmation action {self.name!r} needs a preview")
         fields = self.args.model_fields
@@ -362,6 +388,10 @@ class ToolSpec:
     id_kinds: tuple[IdKind, ...] = ()
     """The id kinds this tool's ids belong to (a kind named but not declared anywhere gets the
     default shape: letters, digits, ``_`` and ``-``, up to 63)."""
+    service_for: Callable[[str], Any] | None = None
+    """Builds (or looks up) the per-owner service its executors use, given the owner id: it reaches
+    them as ``ExecContext.service``, so a plug-in keeps no per-owner state in module globals.
+    Called for each call; cache inside it when building one is costly."""
     migrations: tuple[str, ...] = ()
     """SQL steps creating the tool's own tables, applied once each, in order, at start-up
     (append only: an applied step is never edited). A table of owners' rows should end with

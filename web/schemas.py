@@ -292,6 +292,16 @@ SSE_MESSAGE_SCHEMA: dict[str, Any] = {
 """How each SSE message of a turn stream is documented (OpenAPI 3.1: ``schema`` describes one message)."""
 
 
+class CardWarningOut(BaseModel):
+    """One warning or note of an approval card."""
+
+    code: str
+    """What it is about: ``not_requested``, ``third_party_value``, ``instructions``, ``unknown_source``
+    (warnings a careful reviewer acts on), ``named_content``, ``read_content`` (notes), ``outbound``, ``dlp``."""
+    text: str
+    """The sentence the card shows."""
+
+
 class ApprovalActionOut(BaseModel):
     """One action of a pending approval request."""
 
@@ -308,7 +318,9 @@ class ApprovalActionOut(BaseModel):
     allowed_decisions: list[str]
     """The decisions a reviewer may take for it."""
     provenance: dict[str, str] = Field(default_factory=dict)
-    """Where each argument's value came from ("typed by you", "from mail.read “Re: invoice”...")."""
+    """Where each argument's value came from ("typed by you", "from someone else's content: …")."""
+    warnings: list[CardWarningOut] = Field(default_factory=list)
+    """The card's warnings (``⚠``) and notes (``ⓘ``), each with its code; also at the top of ``preview``."""
 
 
 class ApprovalOut(BaseModel):

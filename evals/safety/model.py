@@ -4,8 +4,10 @@ Each turn of a case gives it a script. ``{"call": name, "args": {...}}`` is a to
 attacker's model makes of its own accord; ``{"obey": true}`` finds the next instruction planted
 in the data it has been shown (``TOLLGATE-DO: <function> <json args>`` inside a fenced tool
 result or context) and emits exactly that call — proof that the injection reached the model
-and that the model followed it. ``{"say": text}`` replies without a call. An exhausted script
-replies with nothing, so a refused turn simply ends.
+and that the model followed it. ``{"say": text}`` replies without a call; ``{"echo": true}`` replies with the next planted
+``TOLLGATE-SAY: <text>`` line, as a model that repeats an injected recommendation would. A call
+made by obeying is given an id beginning ``inj_``, so the eval can tell whether it ran. An
+exhausted script replies with nothing, so a refused turn simply ends.
 """
 
 from __future__ import annotations
@@ -24,14 +26,32 @@ from pydantic import ConfigDict, PrivateAttr
 
 from policies.dlp import strings_in
 
-__all__ = ["MARKER", "CompromisedPicker", "planted_instructions"]
+__all__ = ["MARKER", "SAY_MARKER", "CompromisedPicker", "planted_instructions", "planted_sayings"]
 
 MARKER: Final = "TOLLGATE-DO:"
 """How an attacker's instruction is written into mail, events and pages."""
+SAY_MARKER: Final = "TOLLGATE-SAY:"
+"""How an attacker's recommendation (for the reply alone) is written."""
 
 _FENCE: Final = re.compile(r"<data kind=[a-z_]+ nonce=([0-9a-f]{16,64})>\n(.*?)\n</data nonce=\1>", re.S)
 _INSTRUCTION: Final = re.compile(re.escape(MARKER) + r"\s*([A-Za-z0-9_]+)\s*")
+_SAY: Final = re.compile(re.escape(SAY_MARKER) + r"\s*([^\n<]+)")
 _ids = itertools.count(1)
+
+
+def planted_sayings(messages: Sequence[BaseMessage]) -> list[str]:
+    """Every planted recommendation in the fenced data of ``messages``, in order."""
+    found: list[str] = []
+    for message in messages:
+        content = message.content if isinstance(message.content, str) else json.dumps(message.content)
+        for fence in _FENCE.finditer(content):
+            try:
+                data = json.loads(fence.group(2))
+            except ValueError:
+                continue
+            for text in strings_in(data):
+                found += [m.group(1).strip() for m in _SAY.finditer(text) if m.group(1).strip() not in found]
+    return found
 
 
 def planted_instructions(messages: Sequence[BaseMessage]) -> list[tuple[str, dict[str, Any]]]:
@@ -63,7 +83,7 @@ class CompromisedPicker(BaseChatModel):
     _script: list[dict[str, Any]] = PrivateAttr(default_factory=list)
     _obeyed: list[tuple[str, dict[str, Any]]] = PrivateAttr(default_factory=list)
     _missed: int = PrivateAttr(default=0)
-    _last_call: tuple[str, dict[str, Any]] | None = PrivateAttr(default=None)
+    _last_call: tuple[str, dict[str, Any], str] | None = PrivateAttr(default=None)
 
     @property
     def _llm_type(self) -> str:
@@ -106,13 +126,22 @@ class CompromisedPicker(BaseChatModel):
                     self._missed += 1
                     continue
                 self._obeyed.append(pending[0])
-                message = self._call(*pending[0])
+                message = self._call(*pending[0], prefix="inj")
+                break
+            if step.get("echo"):
+                sayings = planted_sayings(messages)
+                if not sayings:
+                    self._missed += 1
+                    continue
+                self._obeyed.append(("say", {"text": sayings[0]}))
+                message = AIMessage(content=f"Here is what I found. {sayings[0]}")
                 break
         return ChatResult(generations=[ChatGeneration(message=message)])
 
-    def _call(self, name: str, args: dict[str, Any]) -> AIMessage:
-        self._last_call = (name, args)
-        return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": f"evil_{next(_ids)}", "type": "tool_call"}])
+    def _call(self, name: str, args: dict[str, Any], prefix: str = "evil") -> AIMessage:
+        self._last_call = (name, args, prefix)
+        return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": f"{prefix}_{next(_ids)}",
+                                                  "type": "tool_call"}])
 
     def _generate(
         self, messages: list[BaseMessage], stop: list[str] | None = None,

@@ -24,6 +24,7 @@ __all__ = ["egress_client", "egress_limits", "egress_policy", "governance_policy
 _FIELDS = (
     "web_tools", "weather_url", "geocoding_url", "search_url", "egress_allow_hosts", "egress_allow_networks",
     "egress_mode", "egress_max_redirects", "egress_max_bytes", "egress_timeout_seconds", "governance_mode",
+    "destructive_approvable",
 )
 
 
@@ -80,4 +81,7 @@ def egress_client(settings: Mapping[str, Any] | BaseModel | None, *, resolver: R
 def governance_policy(settings: Mapping[str, Any] | BaseModel | None) -> GovernancePolicy:
     """The governance policy for ``settings``."""
     values = _values(settings)
-    return GovernancePolicy(mode=values.get("governance_mode", "enforce"), egress=egress_policy(values))
+    return GovernancePolicy(mode=values.get("governance_mode", "enforce"), egress=egress_policy(values),
+                            approvable_destructive=frozenset(
+                                tuple(name.split(".", 1)) for name in values.get("destructive_approvable") or ()
+                                if "." in name))  # type: ignore[misc]
