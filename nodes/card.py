@@ -103,72 +103,91 @@ def _names(sources: Sequence[Any]) -> str:
     return named + (f" and {len(sources) - 2} more" if len(sources) > 2 else "")
 
 
+@dataclass(frozen=True, slots=True)
+class _Traced:
+    """Every value of a call traced to what the thread read."""
+
+    labels: dict[str, str]
+    detail: dict[str, list[ProvenanceMatch]]
+    copied: dict[str, list[Match]]
+    """Field -> its tokens found in someone else's content."""
+    unknown: list[str]
+    """Fields with a value whose origin could not be checked."""
+
+
+def _trace(args: dict[str, Any], shown: Shown, skipped: set[str]) -> _Traced:
+    traced = _Traced({}, {}, {}, [])
+    for name, value in args.items():
+        texts = _texts(value) if name not in skipped else []
+        if not texts:
+            continue
+        origins = [origin(text, shown) for text in texts]
+        traced.labels[name] = "; ".join(dict.fromkeys(_label(o) for o in origins))
+        if any(o.kind in ("third_party", "owner") for o in origins):
+            traced.detail[name] = [d for o in origins if o.kind in ("third_party", "owner") for d in _detail(o)][:8]
+        traced.copied[name] = [m for o in origins if o.kind == "third_party" for m in o.matches
+                               if m.source.trust == "third_party"]
+        if any(o.kind == "unknown" for o in origins):
+            traced.unknown.append(name)
+    return traced
+
+
+def _copy_warnings(args: dict[str, Any], traced: _Traced, shown: Shown, request: str) -> list[CardWarning]:
+    """The warnings and notes for values copied from someone else's content."""
+    out: list[CardWarning] = []
+    for name, found in traced.copied.items():
+        steered = [m for m in found if m.instructions]
+        if steered:
+            out.append(CardWarning(code="instructions", text=(
+                f"⚠ {name} comes from text that gives an assistant instructions, in {_quote(steered[0])}. "
+                "That is what a prompt injection looks like.")))
+    # Content the request named is said, not warned about, unless a value repeats a run of its words
+    # ("pay the bill in the invoice" takes its IBAN; it does not send the invoice's sentences as yours).
+    unnamed = {n: [m for m in ms if not points_to(request, str(m.source), m.source.nouns)]
+               or [q for t in _texts(args[n]) if (q := verbatim(t, shown)) is not None]
+               for n, ms in traced.copied.items()}
+    if any(unnamed.values()):
+        said = "; ".join(f"{n} ({_quote(ms[0])})" for n, ms in unnamed.items() if ms)
+        out.append(CardWarning(code="third_party_value", text=(
+            f"⚠ From someone else's content, not from you: {said}. Check these before approving: "
+            "a mail or a page can ask for anything.")))
+    named = {n: ms for n, ms in traced.copied.items() if ms and not unnamed.get(n)}
+    if named:
+        said = "; ".join(f"{n} ({_quote(ms[0])})" for n, ms in named.items())
+        out.append(CardWarning(code="named_content", text=f"ⓘ From the content you named: {said}."))
+    return out
+
+
 def card_for(spec: ActionSpec, args: dict[str, Any], shown: Shown, request: str, *,
              skip: Iterable[str] = (), server_built: bool = False) -> Card:
     """The card of a call of ``spec`` with ``args``, in a thread that read ``shown``, asked ``request``.
 
     ``skip`` names fields left out (id fields: id validation binds them to what the server listed,
     and the preview shows them by label); ``server_built`` is a call the server made from its own
-    facts (the background offer): no value of it is the model's choice.
+    facts (the background offer): no value of it is the model's, and content did not suggest it.
     """
-    labels: dict[str, str] = {}
-    detail: dict[str, list[ProvenanceMatch]] = {}
+    traced = _trace({} if server_built else args, shown, set(skip))
     warnings: list[CardWarning] = []
-    skipped = set(skip)
-    copied: dict[str, list[Match]] = {}
-    unknown: list[str] = []
-    for name, value in ({} if server_built else args).items():
-        texts = _texts(value) if name not in skipped else []
-        if not texts:
-            continue
-        origins = [origin(text, shown) for text in texts]
-        labels[name] = "; ".join(dict.fromkeys(_label(o) for o in origins))
-        matches = [m for o in origins for m in o.matches if o.kind in ("third_party", "owner")]
-        if matches:
-            detail[name] = [d for o in origins for d in _detail(o)][:8]
-        copied[name] = [m for o in origins if o.kind == "third_party" for m in o.matches
-                        if m.source.trust == "third_party"]
-        if any(o.kind == "unknown" for o in origins):
-            unknown.append(name)
     if spec.effect == "destructive":
         warnings.append(CardWarning(code="destructive", text=(
             "⚠ This cannot be undone: the deployment lets you approve this destructive action; nothing can restore it.")))
     third = shown.third_party
-    if spec.writes and third and not asked_for(request, intent_words(spec.name, spec.usage_examples,
-                                                                       spec.intent_words)):
+    if spec.writes and third and not server_built and not asked_for(
+            request, intent_words(spec.name, spec.usage_examples, spec.intent_words)):
         what = spec.description.rstrip(".")
         warnings.append(CardWarning(code="not_requested", text=(
             f"⚠ Not what you asked for: your request did not ask for this ({what[:1].lower()}{what[1:]}). "
             f"It was suggested by content in {_names(third)}, not by your request.")))
-    steered = {n: [m for m in ms if m.instructions] for n, ms in copied.items()}
-    for name, found in steered.items():
-        if found:
-            warnings.append(CardWarning(code="instructions", text=(
-                f"⚠ {name} comes from text that gives an assistant instructions, in {_quote(found[0])}. "
-                "That is what a prompt injection looks like.")))
-    # Content the request named is said, not warned about, unless a value repeats a run of its words
-    # ("pay the bill in the invoice" takes its IBAN; it does not send the invoice's sentences as yours).
-    quoted = {n: [q for t in _texts(args[n]) if (q := verbatim(t, shown)) is not None] for n in copied}
-    unnamed = {n: [m for m in ms if not points_to(request, str(m.source), m.source.nouns)] or quoted[n]
-               for n, ms in copied.items()}
-    if any(unnamed.values()):
-        said = "; ".join(f"{n} ({_quote(ms[0])})" for n, ms in unnamed.items() if ms)
-        warnings.append(CardWarning(code="third_party_value", text=(
-            f"⚠ From someone else's content, not from you: {said}. Check these before approving: "
-            "a mail or a page can ask for anything.")))
-    named = {n: ms for n, ms in copied.items() if ms and not unnamed.get(n)}
-    if named:
-        said = "; ".join(f"{n} ({_quote(ms[0])})" for n, ms in named.items())
-        warnings.append(CardWarning(code="named_content", text=f"ⓘ From the content you named: {said}."))
-    if unknown:
+    warnings += _copy_warnings(args, traced, shown, request)
+    if traced.unknown:
         warnings.append(CardWarning(code="unknown_source", text=(
-            f"⚠ Where {', '.join(unknown)} came from could not be checked: part of what this conversation "
-            "read could not be traced.")))
-    if third and not any(copied.values()) and not any(w["code"] == "not_requested" for w in warnings):
+            f"⚠ Where {', '.join(traced.unknown)} came from could not be checked: part of what this "
+            "conversation read could not be traced.")))
+    if third and not any(traced.copied.values()) and not any(w["code"] == "not_requested" for w in warnings):
         warnings.append(CardWarning(code="read_content", text=(
             f"ⓘ This conversation read someone else's content ({_names(third)}); nothing on this card "
             "comes from it.")))
-    return Card(labels, detail, warnings)
+    return Card(traced.labels, traced.detail, warnings)
 
 
 def unknown_card(spec: ActionSpec, args: dict[str, Any], *, skip: Iterable[str] = ()) -> Card:

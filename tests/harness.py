@@ -68,3 +68,14 @@ class Turns:
         self.outcomes.append(out)
         await self.check_approvals()
         return out
+
+
+def what_runs(preview: str) -> str:
+    """An approval's preview without the card's first line ("You asked: …") and its ⓘ notes: its
+    warnings, then what will run."""
+    parts = preview.split("\n\n")
+    if parts and parts[0].startswith("You asked: "):
+        parts = parts[1:]
+    while parts and parts[0].startswith("ⓘ "):
+        parts = parts[1:]
+    return "\n\n".join(parts)

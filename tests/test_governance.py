@@ -22,7 +22,7 @@ from policies.errors import ApprovalInvalid
 from policies.governance import ActionFacts, GovernancePolicy, govern
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
-from tests.harness import Clock, Turns
+from tests.harness import Clock, Turns, what_runs
 from tests.perimeter_harness import audit_rows
 from tools._render import write_result
 from tools.args import MailSendArgs
@@ -296,7 +296,7 @@ async def test_a_secret_in_mail_becomes_a_warned_approval_whose_preview_is_what_
     model.push(call("mail__send", args))
     out = await gov_turns.send(ctx, ctx.owner_id + "/warn", "send sam the key")
     assert out.approval is not None
-    assert out.approval.preview.startswith("⚠ Data-loss warning: this contains what looks like an AWS access key id (in body).")
+    assert what_runs(out.approval.preview).startswith("⚠ Data-loss warning: this contains what looks like an AWS access key id (in body).")
     assert out.approval.args == args
     done = await gov_turns.decide(ctx, out.approval.approval_id, {"type": "approve"})
     assert done.outcome == "executed"
@@ -370,4 +370,4 @@ async def test_a_secret_split_across_two_arguments_still_warns_the_approver(
     model.push(call("mail__send", args))
     out = await gov_turns.send(ctx, ctx.owner_id + "/split", "send sam the key in two parts")
     assert out.approval is not None
-    assert out.approval.preview.startswith("⚠ Data-loss warning: this contains what looks like an AWS access key id")
+    assert what_runs(out.approval.preview).startswith("⚠ Data-loss warning: this contains what looks like an AWS access key id")

@@ -15,7 +15,7 @@ from graph.store.db import Database
 from graph.turn import build_graph
 from policies.fencing import read_fence
 from tests.fakes import ScriptedModel, call, say
-from tests.harness import Turns
+from tests.harness import Turns, what_runs
 from tools.builtin import builtin_tools
 from tools.langchain_tools import from_langchain
 from tools.registry import Registry
@@ -78,7 +78,7 @@ async def test_a_langchain_write_waits_for_approval_with_its_template_preview_an
     model.push(call("share_document__run", {"name": "report.pdf", "email": "sam@example.org"}))
     out = await lc_turns.send(ctx, thread, "share the report with sam")
     assert out.approval is not None and RAN == []
-    assert out.approval.preview == "Share 'report.pdf' with sam@example.org"
+    assert what_runs(out.approval.preview) == "Share 'report.pdf' with sam@example.org"
     done = await lc_turns.decide(ctx, out.approval.approval_id, {"type": "approve"})
     assert done.outcome == "executed" and RAN == [("share", {"name": "report.pdf", "email": "sam@example.org"})]
     model.push(call("share_document__run", {"name": "plans.doc", "email": "eve@example.net"}))

@@ -32,7 +32,7 @@ from graph.store.checkpointer import open_checkpointer
 from graph.store.db import Database
 from graph.turn import build_graph
 from tests.fakes import ScriptedModel, call, say
-from tests.harness import Turns
+from tests.harness import Turns, what_runs
 from tests.children import free_port
 from tools.builtin import builtin_tools
 from tools.mcp_tools import McpPolicyError, open_mcp_tools, schema_hash
@@ -134,7 +134,7 @@ async def test_a_read_runs_and_a_write_runs_once_after_its_approval(
     assert out.outcome == "read" and "buy milk" in str(model.prompts[-1][-1].content)
     model.push(call("memo__add_note", {"text": "water the plants"}))
     out = await mcp_turns.send(ctx, thread, "add a note: water the plants")
-    assert out.approval is not None and out.approval.preview == "Add the note 'water the plants'"
+    assert out.approval is not None and what_runs(out.approval.preview) == "Add the note 'water the plants'"
     assert _count(policy[1]) == 0
     done = await mcp_turns.decide(ctx, out.approval.approval_id, {"type": "approve"})
     assert done.outcome == "executed" and _count(policy[1]) == 1
@@ -258,3 +258,21 @@ async def test_ids_in_a_result_the_policy_names_are_bindable_and_no_others(
     out = await mcp_turns.send(ctx, thread, "read note n9")
     assert out.outcome == "clarify"
     assert [e["data"]["reason"] for e in out.events if e["type"] == "error"] == ["not_returned"]
+
+
+@pytest.mark.parametrize("trust", ["default", "owner"])
+async def test_an_mcp_result_is_someone_elses_content_on_the_card_unless_the_policy_vouches_for_it(
+    services: Services, db: Database, model: ScriptedModel, ctx: Context, tmp_path: Path, trust: str
+) -> None:
+    line = 'trust = "owner"\n' if trust == "owner" else ""
+    path = _stdio_policy(tmp_path, _TOOLS.replace('[servers.memo.tools.list_notes]\n',
+                                                   '[servers.memo.tools.list_notes]\n' + line))
+    async with open_mcp_tools(path) as specs:
+        svc = replace(services, registry=Registry((*builtin_tools(), *specs)))
+        turns = Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
+        model.push(call("memo__list_notes", {}), call("tasks__create", {"title": "buy milk"}))
+        out = await turns.send(ctx, ctx.owner_id + "/mcp-trust", "add the first note as a task")
+    assert out.approval is not None
+    label = out.approval.actions[0].provenance["title"]
+    who = "your own data" if trust == "owner" else "someone else's content"
+    assert label.startswith(f"from {who}: MCP server memo, tool list_notes (memo.list_notes): “"), label

@@ -10,7 +10,7 @@ from graph.store.db import Database
 from policies.flow import carried
 from policies.provenance import Source, shown_from
 from tests.fakes import ScriptedModel, call, calls, say
-from tests.harness import Clock, Turns
+from tests.harness import Clock, Turns, what_runs
 from tests.perimeter_harness import audit_rows, web_settings, web_turns
 from tools import ActionResult, ActionSpec, ArgsModel, ExecContext, SafeText, ToolSpec
 from tests.webserver import WebServer, web_server  # noqa: F401 - the fixture
@@ -32,7 +32,7 @@ async def test_a_search_that_copies_the_owners_calendar_needs_an_approval_that_n
     out = await turns.send(ctx, ctx.owner_id + "/leak", "what's on today? look it up")
     assert out.outcome == "proposed" and out.approval is not None
     assert (out.approval.tool, out.approval.action) == ("web", "search")
-    assert out.approval.preview.startswith("⚠ Outbound data: this sends text copied from what calendar.list returned")
+    assert what_runs(out.approval.preview).startswith("⚠ Outbound data: this sends text copied from what calendar.list returned")
     assert web_server.hits.queries == []  # nothing went out before the approval
     (gate,) = [r for r in await audit_rows(db, ctx.owner_id) if r["action"] == "search"]
     assert (gate["decision"], gate["reason"], gate["detail"]["flow_sources"]) == ("propose", "outbound_data",
@@ -154,7 +154,7 @@ async def test_a_plugin_read_that_marks_an_argument_outbound_is_judged_on_it(
     model.push(call("calendar__list", {"range": "today"}), call("partner__lookup", {"query": PRIVATE}))
     out = await turns.send(ctx, ctx.owner_id + "/partner-out", "what's on today? look it up at the partner")
     assert out.approval is not None and (out.approval.tool, out.approval.action) == ("partner", "lookup")
-    assert out.approval.preview.startswith("⚠ Outbound data")
+    assert what_runs(out.approval.preview).startswith("⚠ Outbound data")
     model.push(call("calendar__list", {"range": "today"}), call("partner__lookup", {"query": "acme", "note": PRIVATE}),
                say(""))
     kept = await turns.send(ctx, ctx.owner_id + "/partner-note", "what's on today? look up acme at the partner")

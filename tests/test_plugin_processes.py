@@ -29,6 +29,7 @@ from tests.openai_stub import StubServer, text, tool_call
 from tests.children import free_port, wait_answering
 from tests.test_cli import _TOLLGATE, _Terminal, _wait_for
 from web.auth import issue_token
+from tests.harness import what_runs
 
 _ROOT = Path(__file__).resolve().parent.parent
 _LANGGRAPH = _ROOT / ".venv-studio" / "bin" / "langgraph"
@@ -90,7 +91,7 @@ async def test_serve_and_worker_serve_the_plugin_with_approval_and_a_background_
             asked = await _events(client, "/v1/chat", token, {"message": "bookmark https://example.com/pasta as pasta recipe"})
             assert "bookmarks__save" in _offered(stub.requests[-1])
             approval = [e for e in asked if e["type"] == "approval_required"][-1]["data"]
-            assert approval["preview"] == "Save the bookmark 'pasta recipe' (https://example.com/pasta)."
+            assert what_runs(approval["preview"]) == "Save the bookmark 'pasta recipe' (https://example.com/pasta)."
             assert await _bookmarks(db, owner) == []
             done = await _events(client, f"/v1/approvals/{approval['approval_id']}/decision", token, {"type": "approve"})
             assert done[-1]["type"] == "message_complete" and done[-1]["data"]["outcome"] == "executed"

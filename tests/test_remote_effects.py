@@ -31,7 +31,7 @@ from graph.turn import build_graph
 from policies.errors import ApprovalInvalid
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call
-from tests.harness import Turns
+from tests.harness import Turns, what_runs
 from tests.remote_service import PaymentService, payment_service, payments_tool
 from tools.builtin import builtin_tools
 from tools.registry import Registry
@@ -82,7 +82,7 @@ async def _audit(db: Database, owner: str) -> list[tuple[str, str]]:
 async def _proposed(turns: Turns, model: ScriptedModel, ctx: Context, thread: str) -> str:
     model.push(call("payments__pay", {"to": "sam", "amount_cents": 500}))
     out = await turns.send(ctx, thread, "pay sam 5 euros")
-    assert out.approval is not None and out.approval.preview == "Pay sam 500 cents"
+    assert out.approval is not None and what_runs(out.approval.preview) == "Pay sam 500 cents"
     return out.approval.approval_id
 
 

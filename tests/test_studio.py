@@ -423,7 +423,7 @@ async def test_the_readme_snippet_opens_an_http_thread_with_its_pending_approval
     env = {**os.environ, "TOLLGATE_TOKEN": await issue_token(db, demo_owner, label="readme")}
     shown = subprocess.run([python, str(script), tid], capture_output=True, text=True, timeout=120, env=env)
     assert shown.returncode == 0, shown.stderr[-3000:]
-    assert shown.stdout.startswith("calendar__cancel_event - Cancel “Lunch with Sam”"), shown.stdout
+    assert shown.stdout.startswith("calendar__cancel_event - You asked: “cancel the 2nd one”\n\nCancel “Lunch with Sam”"), shown.stdout
 
     script.write_text(code.replace("http://127.0.0.1:2024", studio_url).replace(', graph_id="tollgate"', ""))
     empty = subprocess.run([python, str(script), bare], capture_output=True, text=True, timeout=120, env=env)

@@ -19,7 +19,7 @@ from graph.store.checkpointer import open_checkpointer
 from graph.store.db import Database
 from graph.turn import build_graph
 from tests.fakes import ScriptedModel, call, say
-from tests.harness import Turns
+from tests.harness import Turns, what_runs
 from tools import ActionResult, ActionSpec, ArgsModel, ExecContext, IdRef, SafeText, ToolSpec, template_preview
 from tools.builtin import builtin_tools
 from tools.registry import IdKind, Registry
@@ -187,7 +187,7 @@ async def test_ids_with_at_signs_dots_and_spaces_per_their_kind(
     model.push(call("files__share", {"share": {"file_id": "3"}, "people": ["emma.lee@example.com", "#2"]}))
     out = await files_turns.send(ctx, thread, "share file 3 with emma and sam")
     assert out.approval is not None  # the reviewer reads what the lists showed, not bare ids
-    assert out.approval.preview == "Share files '3' with people 'emma.lee@example.com', people 'sam@example.org'"
+    assert what_runs(out.approval.preview) == "Share files '3' with people 'emma.lee@example.com', people 'sam@example.org'"
     done = await files_turns.decide(ctx, out.approval.approval_id, {"type": "approve"})
     assert done.outcome == "executed"
     assert files.calls[-1] == ("share", {"share": {"file_id": "3"}, "people": ["emma.lee@example.com", "sam@example.org"]})

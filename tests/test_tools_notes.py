@@ -8,7 +8,7 @@ from graph.state import Context
 from graph.store.db import Database
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
-from tests.harness import Turns
+from tests.harness import Turns, what_runs
 
 
 async def _notes(db: Database, owner: str) -> list[dict[str, Any]]:
@@ -25,7 +25,7 @@ async def _approve(turns: Turns, model: ScriptedModel, ctx: Context, thread: str
     assert out.approval is not None, out.reply
     done = await turns.decide(ctx, out.approval.approval_id, {"type": "approve"})
     assert done.outcome == "executed"
-    return out.approval.preview, done.reply
+    return what_runs(out.approval.preview), done.reply
 
 
 async def test_notes_are_written_read_changed_and_archived_never_deleted(

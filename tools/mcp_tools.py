@@ -189,6 +189,7 @@ class _ToolPolicy:
     schema_sha256: str | None
     usage_examples: tuple[str, ...]
     url_args: tuple[str, ...]
+    trust: Literal["owner", "third_party"] = "third_party"
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,13 +227,16 @@ def _load_policy(path: Path) -> list[_ServerPolicy]:
             tier, effect = spec.get("tier"), spec.get("effect", "read")
             if tier not in _TIERS or effect not in _EFFECTS:
                 raise McpPolicyError(f"MCP policy: {name}.{tool_name} needs a tier of {_TIERS} and an effect of {_EFFECTS}")
+            trust = spec.get("trust", "third_party")
+            if trust not in ("owner", "third_party"):
+                raise McpPolicyError(f"MCP policy: {name}.{tool_name}: trust must be 'owner' or 'third_party', not {trust!r}")
             if tier == "confirmation" and not spec.get("preview"):
                 raise McpPolicyError(f"MCP policy: {name}.{tool_name} is a confirmation and needs a preview template")
             tools[tool_name] = _ToolPolicy(
                 tier=tier, effect=effect, preview=spec.get("preview"), id_fields=dict(spec.get("id_fields") or {}),
                 result_ids=dict(spec["result_ids"]) if "result_ids" in spec else None,
                 schema_sha256=spec.get("schema_sha256"), usage_examples=tuple(spec.get("usage_examples") or ()),
-                url_args=tuple(spec.get("url_args") or ()),
+                url_args=tuple(spec.get("url_args") or ()), trust=trust,
             )
         kinds = tuple(IdKind(k, **v) for k, v in (raw.get("id_kinds") or {}).items())
         auth = raw.get("per_owner")
@@ -369,6 +373,8 @@ def _action(live: _Live, tool: Any, policy: _ToolPolicy) -> ActionSpec:
         tier=policy.tier, effect=policy.effect, executor=run, renderer=_render, id_fields=policy.id_fields,
         preview=template_preview(policy.preview) if policy.preview else None, idempotent=policy.effect == "read",
         usage_examples=policy.usage_examples,
+        # An MCP server's results are someone else's content unless the policy vouches for them.
+        third_party=policy.trust == "third_party", source_label=f"MCP server {server}, tool {tool.name}",
     )
 
 

@@ -426,8 +426,9 @@ async def _run_case(
     settings = _eval_settings(base, site.port)
     values = settings.model_dump()
     bank, trips = planted(_fill(dict(case.plant), site.port))
-    registry = Registry((*builtin_tools(), *web_tools(values, resolver=_dns(site.port)), _ADMIN, bank_tool(bank),
-                         travel_tool(trips)), values)
+    # Each suite's own tools only: more functions than the picker's menu holds would shortlist the menu.
+    suite = {"banking": (bank_tool(bank),), "travel": (travel_tool(trips),)}.get(case.domain, ())
+    registry = Registry((*builtin_tools(), *web_tools(values, resolver=_dns(site.port)), _ADMIN, *suite), values)
     model = CompromisedPicker()
     services = Services(settings=settings, db=db, registry=registry, picker_model=model, clock=lambda: NOW)
     runner = TurnRunner(build_graph(services, checkpointer=await open_checkpointer(db, setup=False)), services)
