@@ -227,7 +227,13 @@ async def test_the_approval_card_says_where_each_value_came_from(
             await expect(page.locator("#status")).to_have_text("Ready", timeout=_WAIT_MS)
             await _send(page, "read the billing mail and ask them please resend it")
             origins = page.locator(".chip").last.locator(".chip-provenance li")
-            await expect(origins.first).to_contain_text("to: from mail.read", timeout=_WAIT_MS)
-            await expect(page.locator(".chip-provenance li.foreign")).to_have_count(1)
+            await expect(origins.first).to_contain_text(
+                "to: from someone else's content: mail “Your invoice is ready” from billing@example.net (mail.read): “",
+                timeout=_WAIT_MS)
+            preview = page.locator(".chip").last.locator(".chip-preview")
+            await expect(preview).to_contain_text("You asked: “read the billing mail and ask them please resend it”")
+            await expect(preview).to_contain_text("ⓘ From the content you named: to (mail “Your invoice is ready”")
+            # The address and the subject ("Invoice") both come from the stranger's mail; the body was typed.
+            await expect(page.locator(".chip-provenance li.foreign")).to_have_count(2)
             await expect(origins.last).to_have_text("body: typed by you")
     assert problems == []
