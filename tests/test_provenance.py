@@ -83,6 +83,10 @@ async def test_a_recipient_from_a_strangers_mail_is_warned_and_the_card_says_wha
     assert request["request"] == "ask them please resend it as a PDF"
     assert request["action_requests"][0]["warnings"][0]["code"] == "third_party_value"
     assert request["action_requests"][0]["provenance"]["body"] == "typed by you"
+    # The approvals API (and the web page and the CLI, which read it) shows the same card.
+    (listed,) = await turns.runner.pending_approvals(ctx, thread_id=thread)
+    assert listed.actions[0].warnings == action.warnings and listed.actions[0].provenance == action.provenance
+    assert listed.actions[0].preview == action.preview
 
 
 async def test_content_the_request_names_is_said_not_warned(turns: Turns, model: ScriptedModel, ctx: Context) -> None:

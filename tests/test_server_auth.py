@@ -151,6 +151,18 @@ async def test_the_demo_token_maps_to_the_demo_owner(api: Api, db: Database) -> 
     assert response.status_code == 200
 
 
+async def test_the_key_header_the_langgraph_sdks_send_is_accepted_like_a_bearer_token(api: Api) -> None:
+    """agent-chat-ui and the LangGraph SDKs send their API key as ``X-Api-Key``."""
+    ok = await api.client.get("/v1/threads", headers={"X-Api-Key": api.token})
+    assert ok.status_code == 200
+    same = await api.client.get("/v1/threads", headers={"X-Api-Key": api.token, **api.auth})
+    assert same.status_code == 200
+    # Two different credentials: which one is meant cannot be known, so neither is used.
+    both = await api.client.get("/v1/threads", headers={"X-Api-Key": "tg_" + "A" * 43, **api.auth})
+    assert both.status_code == 401
+    assert (await api.client.get("/v1/threads", headers={"X-Api-Key": "tg_" + "A" * 43})).status_code == 401
+
+
 # ---- tenancy ------------------------------------------------------------------------------------
 
 _SCOPED = [op for op in _PROTECTED if "{thread_id}" in op[1] or "{approval_id}" in op[1] or op == ("POST", "/v1/chat")]

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import AuthenticationError, NotFoundError, PermissionDeniedError
@@ -439,3 +440,23 @@ async def test_a_studio_run_takes_the_owners_profile_timezone(studio: LangGraphC
     await _run(studio, tid, EventContract(), input=_user("remind me to call Sam tomorrow at 9am"))  # no context given
     [interrupt] = (await studio.threads.get_state(tid))["interrupts"]
     assert interrupt["value"]["action_requests"][0]["args"]["due_at"].endswith("T09:00:00+09:00")
+
+
+async def test_the_sdk_api_key_header_authenticates_like_a_bearer_token(
+    studio_url: str, db: Database, demo_owner: str
+) -> None:
+    """``get_client(api_key=...)`` (what agent-chat-ui uses) sends ``X-Api-Key``; it is the owner's token."""
+    token = await issue_token(db, demo_owner, label="sdk key")
+    client = get_client(url=studio_url, api_key=token)
+    try:
+        thread = await client.threads.create()
+        assert (await client.threads.get(thread["thread_id"]))["thread_id"] == thread["thread_id"]
+    finally:
+        await client.aclose()
+    stranger = get_client(url=studio_url, api_key="tg_" + "A" * 43)
+    try:
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            await stranger.threads.create()
+        assert refused.value.response.status_code == 401
+    finally:
+        await stranger.aclose()

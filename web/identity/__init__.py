@@ -54,11 +54,16 @@ class Authenticator(Protocol):
 
 
 def bearer_token(headers: Mapping[str, str]) -> str | None:
-    """The credential of an ``Authorization: Bearer ...`` header (case-insensitive scheme), or ``None``."""
+    """The credential of an ``Authorization: Bearer ...`` header (case-insensitive scheme), or of an
+    ``X-Api-Key`` header (what the LangGraph SDKs and agent UIs send); ``None`` when there is none,
+    or when both are given and differ (which one was meant cannot be known)."""
     value = headers.get("authorization") or headers.get("Authorization") or ""
     scheme, _, token = value.strip().partition(" ")
-    token = token.strip()
-    return token if scheme.lower() == "bearer" and token else None
+    bearer = token.strip() if scheme.lower() == "bearer" else ""
+    key = (headers.get("x-api-key") or headers.get("X-Api-Key") or "").strip()
+    if bearer and key and bearer != key:
+        return None
+    return bearer or key or None
 
 
 def build_authenticator(settings: Settings, db: Database) -> Authenticator:
