@@ -124,8 +124,10 @@ def build_graph(
     *,
     checkpointer: Checkpointer = None,
     step_budget: int = 8,
+    context_schema: type[Context] = Context,
 ) -> CompiledStateGraph[TurnState, Context, TurnInput, TurnOutput]:
-    """Compile the turn graph over ``services`` (or a provider of them) and ``checkpointer``."""
+    """Compile the turn graph over ``services`` (or a provider of them) and ``checkpointer``;
+    ``context_schema`` is :class:`Context` or a subclass that only changes its defaults."""
     if isinstance(services, Services):
         fixed = services
 
@@ -136,7 +138,7 @@ def build_graph(
     else:
         provider = services
 
-    builder = StateGraph(TurnState, context_schema=Context, input_schema=TurnInput, output_schema=TurnOutput)
+    builder = StateGraph(TurnState, context_schema=context_schema, input_schema=TurnInput, output_schema=TurnOutput)
     # Every node audits its own refusals, per call.
     builder.add_node("picker", make_picker(provider))
     builder.add_node("tier_gate", make_tier_gate(provider))

@@ -460,3 +460,31 @@ async def test_the_sdk_api_key_header_authenticates_like_a_bearer_token(
         assert refused.value.response.status_code == 401
     finally:
         await stranger.aclose()
+
+
+async def test_studio_open_acts_as_the_development_owner_when_the_context_names_none(
+    settings: Settings, db: Database, owner: str, tmp_path: Path
+) -> None:
+    """``make studio-open``'s first message with no context form filled in runs as the configured
+    development owner (TOLLGATE_DEV_OWNER, ``demo`` by default), instead of failing on a missing owner_id."""
+    async with all_rows(db) as conn:
+        await seed_demo(conn, owner, utc_now(), "UTC")
+    port = free_port()
+    log = tmp_path / "langgraph-dev-open.log"
+    env = _env(settings) | {"TOLLGATE_STUDIO_OPEN": "true", "TOLLGATE_DEV_OWNER": owner}
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(_LANGGRAPH), "dev", "--config", str(_ROOT / "langgraph-open.json"), "--host", "127.0.0.1",
+             "--port", str(port), "--no-browser", "--no-reload"],
+            cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_answering(f"{url}/ok", proc, log, what="langgraph dev (open)")
+        client = get_client(url=url)
+        thread = await client.threads.create()
+        events = await _run(client, thread["thread_id"], EventContract(), input=_user("what's on today?"))
+        done = [e for e in events if e["type"] == "message_complete"]
+        assert done and "Standup" in done[-1]["data"]["text"], events  # the development owner's calendar
+        await client.aclose()
+    finally:
+        stop_group(proc)

@@ -19,6 +19,7 @@ import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
 
 import graph._env  # noqa: F401  - before langgraph is imported
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -26,11 +27,12 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from graph.app import build_services, connected_tools
 from graph.services import Services
 from graph.settings import Settings
+from graph.state import Context
 from graph.store.checkpointer import open_checkpointer
 from graph.store.db import apply_tool_migrations, open_database
 from graph.turn import build_graph
 
-__all__ = ["checkpointer", "graph", "services"]
+__all__ = ["DevelopmentContext", "checkpointer", "graph", "services"]
 
 _log = logging.getLogger("tollgate.studio")
 _lock = asyncio.Lock()
@@ -67,10 +69,22 @@ async def checkpointer() -> AsyncIterator[AsyncPostgresSaver]:
         yield await open_checkpointer(db)
 
 
-if os.environ.get("TOLLGATE_STUDIO_OPEN") == "true":
-    # `make studio-open` (langgraph-open.json): no authentication. Said once, loudly, at start.
-    _log.warning("Studio runs WITHOUT authentication: anyone who reaches this port can act as any owner. "
-                 "Keep it on 127.0.0.1, for development only; `make studio` authenticates every request.")
+@dataclass(frozen=True)
+class DevelopmentContext(Context):
+    """``make studio-open``'s run context: a run whose context names no owner acts for the
+    development owner (``TOLLGATE_DEV_OWNER``, ``demo`` by default)."""
 
-graph = build_graph(services, step_budget=Settings().step_budget)
+    owner_id: str = field(default_factory=lambda: os.environ.get("TOLLGATE_DEV_OWNER") or "demo")
+    """The owner whose data the turn may touch (the development owner unless the form names one)."""
+
+
+_OPEN = os.environ.get("TOLLGATE_STUDIO_OPEN") == "true"
+if _OPEN:
+    # `make studio-open` (langgraph-open.json): no authentication. Said once, loudly, at start.
+    _log.warning("Studio runs WITHOUT authentication: anyone who reaches this port can act as any owner "
+                 "(a run that names none acts as %r). Keep it on 127.0.0.1, for development only; "
+                 "`make studio` authenticates every request.", DevelopmentContext().owner_id)
+
+graph = build_graph(services, step_budget=Settings().step_budget,
+                    context_schema=DevelopmentContext if _OPEN else Context)
 """The compiled turn graph, for ``langgraph.json``."""
