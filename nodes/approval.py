@@ -7,7 +7,9 @@ signature, expiry, caller (owner from the run context), thread, nonce, request h
 each action's allowed decisions are all checked (:func:`check_decision`, which the runner also
 applies before it resumes, so a bad resume is refused with a typed error and never reaches the
 graph). A resume that fails any check leaves the whole request pending: the node asks again (a
-fresh ``interrupt()``), up to :data:`_MAX_REFUSED` times.
+fresh ``interrupt()`` whose payload's ``refused`` says why: code, message, attempts left), up to
+:data:`_MAX_REFUSED` times. LangChain's standard resume, ``{"decisions": [...]}`` without a token,
+is taken as this request's: the server holds the token and checks its binding to the run's owner.
 
 Each decision is recorded on its action's row (:mod:`graph.ledger.approvals`) before execute may run
 it. Approved calls run; rejected ones come back to the model as error tool messages, and the
@@ -35,7 +37,7 @@ from nodes.id_validation import bind_plan_ids
 from policies.approval import args_hash, check_binding, read_token
 from policies.arguments import validate_args
 from policies.errors import ApprovalExpired, ApprovalInvalid, ErrorCode, InvalidArgs, OffListId, TollgateError
-from policies.hitl import ApprovalRequest, EditDecision, RejectDecision, parse_resume
+from policies.hitl import ApprovalRequest, EditDecision, RefusedResume, RejectDecision, parse_resume
 from graph.perimeter.config import governance_policy
 from policies.tiers import classify_tier
 from tools.registry import function_name
@@ -92,6 +94,10 @@ def check_decision(
     action) or an edit of another action; :class:`InvalidArgs` for edited arguments that break
     the schema or the tier; :class:`OffListId` for an edit naming an item the server never listed.
     """
+    if isinstance(value, Mapping) and "token" not in value and "decisions" in value:
+        # LangChain's standard HITL resume carries no token: the server holds this request's and
+        # checks its binding (thread, nonce, and the owner of the run's context) as for any other.
+        value = {**value, "token": pending["token"]}
     resume = parse_resume(value)
     actions = waiting_actions(plans, pending)
     try:
@@ -161,13 +167,16 @@ def make_approval(provider: ServicesProvider) -> Any:
         thread_id = thread_id_of(config)
         turn_id = state.get("turn_id", "")
         decided: list[Decided] | None = None
-        for _ in range(_MAX_REFUSED + 1):
-            value = interrupt(request)
+        asked: ApprovalRequest = request
+        for attempt in range(_MAX_REFUSED + 1):
+            value = interrupt(asked)
             try:
                 decided = check_decision(svc, ctx, thread_id, plans, pending, state, value, allowed_of(request))
                 break
-            except TollgateError:
-                continue  # the request stays pending: ask again
+            except TollgateError as exc:
+                # The request stays pending; the question asked again says why the last answer was refused.
+                asked = request | {"refused": RefusedResume(code=exc.code, message=exc.message,
+                                                            attempts_left=_MAX_REFUSED - attempt)}
         sink = sink_for(state, runtime)
         actions = waiting_actions(plans, pending)
         done: list[NotRun] = []

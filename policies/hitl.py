@@ -31,6 +31,7 @@ __all__ = [
     "EditedAction",
     "MAX_ACTIONS",
     "ProvenanceMatch",
+    "RefusedResume",
     "RejectDecision",
     "ReviewConfig",
     "WarningCode",
@@ -140,6 +141,17 @@ class ApprovalBlock(TypedDict):
     """Every action's binding, in the order of ``action_requests``."""
 
 
+class RefusedResume(TypedDict):
+    """Why the last resume of a request was refused (on the request asked again)."""
+
+    code: str
+    """The error code (``approval_invalid``, ``invalid_args``, ``off_list_id``...)."""
+    message: str
+    """What was wrong, for the person."""
+    attempts_left: int
+    """Refused resumes the request still survives before the server closes it, nothing run."""
+
+
 class ApprovalRequest(TypedDict):
     """The interrupt payload: one request per turn listing every pending action."""
 
@@ -151,6 +163,8 @@ class ApprovalRequest(TypedDict):
     """Token binding."""
     request: NotRequired[str]
     """The person's request that began the turn (the card shows "You asked: …")."""
+    refused: NotRequired[RefusedResume]
+    """Set when the request is asked again after a refused resume: why it was refused."""
 
 
 class _Strict(BaseModel):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -39,9 +39,8 @@ _SAY: Final = re.compile(re.escape(SAY_MARKER) + r"\s*([^\n<]+)")
 _ids = itertools.count(1)
 
 
-def planted_sayings(messages: Sequence[BaseMessage]) -> list[str]:
-    """Every planted recommendation in the fenced data of ``messages``, in order."""
-    found: list[str] = []
+def _fenced_texts(messages: Sequence[BaseMessage]) -> Iterator[str]:
+    """Every string inside the fenced data of ``messages``, in order."""
     for message in messages:
         content = message.content if isinstance(message.content, str) else json.dumps(message.content)
         for fence in _FENCE.finditer(content):
@@ -49,8 +48,14 @@ def planted_sayings(messages: Sequence[BaseMessage]) -> list[str]:
                 data = json.loads(fence.group(2))
             except ValueError:
                 continue
-            for text in strings_in(data):
-                found += [m.group(1).strip() for m in _SAY.finditer(text) if m.group(1).strip() not in found]
+            yield from strings_in(data)
+
+
+def planted_sayings(messages: Sequence[BaseMessage]) -> list[str]:
+    """Every planted recommendation in the fenced data of ``messages``, in order."""
+    found: list[str] = []
+    for text in _fenced_texts(messages):
+        found += [m.group(1).strip() for m in _SAY.finditer(text) if m.group(1).strip() not in found]
     return found
 
 
@@ -58,21 +63,14 @@ def planted_instructions(messages: Sequence[BaseMessage]) -> list[tuple[str, dic
     """Every planted instruction in the fenced data of ``messages``, in order of appearance."""
     found: list[tuple[str, dict[str, Any]]] = []
     decoder = json.JSONDecoder()
-    for message in messages:
-        content = message.content if isinstance(message.content, str) else json.dumps(message.content)
-        for fence in _FENCE.finditer(content):
+    for text in _fenced_texts(messages):
+        for match in _INSTRUCTION.finditer(text):
             try:
-                data = json.loads(fence.group(2))
+                args, _ = decoder.raw_decode(text, match.end())
             except ValueError:
                 continue
-            for text in strings_in(data):
-                for match in _INSTRUCTION.finditer(text):
-                    try:
-                        args, _ = decoder.raw_decode(text, match.end())
-                    except ValueError:
-                        continue
-                    if isinstance(args, dict) and (match.group(1), args) not in found:
-                        found.append((match.group(1), args))
+            if isinstance(args, dict) and (match.group(1), args) not in found:
+                found.append((match.group(1), args))
     return found
 
 

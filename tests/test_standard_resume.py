@@ -1,0 +1,66 @@
+"""LangChain's standard HITL resume drives Tollgate's interrupt, as Studio and agent UIs send it.
+
+The compiled graph is driven as ``langgraph dev`` drives it (``Command(resume=...)`` with the
+run's context), not through the runner, which checks a decision before it resumes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.types import Command
+
+from graph.state import Context
+from graph.store.db import Database
+from tests.conftest import all_rows
+from tests.fakes import ScriptedModel, call, say
+from tests.harness import Turns
+
+
+async def _tasks(db: Database, owner: str) -> list[str]:
+    async with all_rows(db) as conn:
+        cur = await conn.execute("SELECT title FROM tasks WHERE owner_id = %s ORDER BY title", (owner,))
+        return [row["title"] for row in await cur.fetchall()]
+
+
+async def _interrupt(turns: Turns, config: dict[str, Any]) -> dict[str, Any] | None:
+    snapshot = await turns.runner.graph.aget_state(config)
+    waiting = [i for t in snapshot.tasks for i in t.interrupts]
+    return dict(waiting[-1].value) if waiting else None
+
+
+async def test_decisions_without_a_token_approve_the_pending_request_once(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database
+) -> None:
+    thread = ctx.owner_id + "/std"
+    config = {"configurable": {"thread_id": thread}}
+    before = await _tasks(db, ctx.owner_id)
+    model.push(call("tasks__create", {"title": "Renew the passport"}), say("Done."))
+    out = await turns.send(ctx, thread, "add a task: renew the passport")
+    assert out.approval is not None
+    await turns.runner.graph.ainvoke(Command(resume={"decisions": [{"type": "approve"}]}), config, context=ctx)
+    assert await _tasks(db, ctx.owner_id) == sorted([*before, "Renew the passport"])
+    assert await _interrupt(turns, config) is None
+
+
+async def test_a_refused_standard_resume_says_why_and_the_request_stays_decidable(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database
+) -> None:
+    thread = ctx.owner_id + "/std-bad"
+    config = {"configurable": {"thread_id": thread}}
+    before = await _tasks(db, ctx.owner_id)
+    model.push(call("tasks__create", {"title": "Water the ferns"}), say("Done."))
+    assert (await turns.send(ctx, thread, "add a task: water the ferns")).approval is not None
+    # Two decisions for a request of one action: refused, asked again with the reason.
+    await turns.runner.graph.ainvoke(
+        Command(resume={"decisions": [{"type": "approve"}, {"type": "approve"}]}), config, context=ctx)
+    asked = await _interrupt(turns, config)
+    assert asked is not None and asked["refused"]["code"] == "approval_invalid"
+    assert "send one decision for each" in asked["refused"]["message"] and asked["refused"]["attempts_left"] == 5
+    assert await _tasks(db, ctx.owner_id) == before
+    # Another owner's context cannot decide it with the standard form either.
+    other = Context(owner_id=ctx.owner_id + "x", timezone=ctx.timezone)
+    await turns.runner.graph.ainvoke(Command(resume={"decisions": [{"type": "approve"}]}), config, context=other)
+    assert await _tasks(db, ctx.owner_id) == before
+    await turns.runner.graph.ainvoke(Command(resume={"decisions": [{"type": "approve"}]}), config, context=ctx)
+    assert await _tasks(db, ctx.owner_id) == sorted([*before, "Water the ferns"])
