@@ -229,6 +229,10 @@ def make_picker(provider: ServicesProvider) -> Any:
                     ),
                     "outcome": "refused",
                 }
+            if update.get("superseded") and not row["superseded"]:
+                # The checkpoint still held a request whose approvals were no longer pending (it ran,
+                # failed or expired before the checkpoint caught up): nothing was replaced, so say nothing.
+                update["superseded"] = None
             prior = remember(turn_id, list(row["prior"] or []), svc)
             if is_capability_question(request):
                 sink.emit("planner_decision", decision="reply", reason="capabilities")

@@ -64,3 +64,28 @@ async def test_a_refused_standard_resume_says_why_and_the_request_stays_decidabl
     assert await _tasks(db, ctx.owner_id) == before
     await turns.runner.graph.ainvoke(Command(resume={"decisions": [{"type": "approve"}]}), config, context=ctx)
     assert await _tasks(db, ctx.owner_id) == sorted([*before, "Water the ferns"])
+
+
+async def test_a_new_message_says_it_replaced_a_request_only_when_one_was_still_pending(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database
+) -> None:
+    """The note is built from the approvals' real state: a request the ledger already closed while the
+    checkpoint still held it (the expiry scheduler's close, a crash after the call ran) was replaced
+    by nothing, and the reply does not say it was."""
+    thread = ctx.owner_id + "/superseded"
+    model.push(call("tasks__create", {"title": "Renew the passport"}))
+    out = await turns.send(ctx, thread, "add a task: renew the passport")
+    assert out.approval is not None
+    async with all_rows(db) as conn:  # the scheduler closed it; the checkpoint still holds the request
+        await conn.execute("UPDATE approvals SET status = 'expired', decided_at = now(), finished_at = now()"
+                           " WHERE thread_id = %s", (thread,))
+    model.push(say("Hello."))
+    out = await turns.send(ctx, thread, "hello")
+    assert "replaced the earlier request" not in (out.reply or "")
+    # Still pending: then it is replaced, and said.
+    thread = ctx.owner_id + "/superseded-pending"
+    model.push(call("tasks__create", {"title": "Water the ferns"}))
+    assert (await turns.send(ctx, thread, "add a task: water the ferns")).approval is not None
+    model.push(say("Hello."))
+    out = await turns.send(ctx, thread, "hello")
+    assert "replaced the earlier request awaiting approval" in (out.reply or "")
