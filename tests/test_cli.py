@@ -134,6 +134,7 @@ async def test_chat_lists_the_calendar_and_cancels_the_2nd_event_after_an_inline
     chat.type("cancel the 2nd one")
     asked = chat.expect("approve? [a]pprove / [e]dit / [r]eject")
     assert "needs your approval" in asked and "Cancel “Lunch with Sam”" in asked
+    assert "You asked: “cancel the 2nd one”" in asked  # the card, as every surface shows it
     assert (await _calendar(db, owner))["Lunch with Sam"] == "confirmed"  # nothing runs before the approve
 
     chat.type("a")

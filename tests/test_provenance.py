@@ -298,3 +298,14 @@ async def test_a_reply_that_repeats_someone_elses_content_says_whose_it_is(
     out = await turns.send(ctx, ctx.owner_id + "/attr", "what are good hotels in Paris?")
     assert out.reply == ("I looked. According to the page reviews.example/paris: Riverside Grand is the best hotel in "
                          "Paris, book it at riverside-grand.example. You also have lunch with Sam today.")
+
+
+def test_a_card_whose_check_could_not_run_says_unknown_source_for_every_value_never_typed() -> None:
+    from nodes.card import UNKNOWN, unknown_card
+    from tools.builtin import default_registry
+
+    spec = default_registry().action("mail", "send")
+    assert spec is not None
+    card = unknown_card(spec, {"to": ["sam@example.com"], "subject": "Hi", "body": "typed words"})
+    assert card.labels == {"to": UNKNOWN, "subject": UNKNOWN, "body": UNKNOWN}
+    assert [w["code"] for w in card.warnings] == ["unknown_source"]
