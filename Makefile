@@ -16,7 +16,7 @@ export LANGGRAPH_CLI_NO_ANALYTICS := 1
 export LANGSMITH_TRACING := false
 export LANGGRAPH_NO_VERSION_CHECK := true
 
-.PHONY: setup setup-studio run chat studio studio-open test eval bench bench-smoke lock clean
+.PHONY: setup setup-studio system-packages run chat studio studio-open test eval bench bench-smoke lock clean
 
 # Dependencies are compiled to bytecode when installed (pip's default, not uv's): a process that
 # may not write bytecode (PYTHONDONTWRITEBYTECODE) would otherwise compile LangGraph, LangChain and
@@ -56,8 +56,13 @@ studio: setup-studio
 studio-open: setup-studio
 	$(STUDIO_VENV)/bin/langgraph dev --config langgraph-open.json --host 127.0.0.1 --no-browser --no-reload --port $(or $(PORT),2024)
 
+## The Debian packages the tests drive for real (Chromium, Dovecot), installed when missing
+## (as root, or with sudo; otherwise it prints the one command to run).
+system-packages:
+	.ci/system-packages
+
 ## Every test, against a real (embedded) PostgreSQL.
-test: setup setup-studio
+test: setup setup-studio system-packages
 	$(PY) -m evals.routing
 	$(PY) -m bench --smoke
 	$(PY) -m pytest

@@ -7,7 +7,8 @@ all mail stored as the unprivileged ``nobody`` user. The SMTP server (:mod:`test
 delivers into those mailboxes with Dovecot's own delivery agent. :meth:`MailServers.stop_imap`
 and :meth:`start_imap` take Dovecot away and bring it back with the same mail.
 
-Dovecot is Debian's ``dovecot-imapd``; ``.ci/run`` installs it when missing, as it does Chromium.
+Dovecot is Debian's ``dovecot-imapd``; ``make test`` installs it when missing (``.ci/system-packages``),
+as it does Chromium.
 """
 
 from __future__ import annotations
@@ -245,7 +246,7 @@ def mail_servers(users: dict[str, str], *, imap_capability: str | None = None) -
     able to reach the maildirs (pytest's directories are the test user's alone).
     """
     if shutil.which("dovecot") is None and not Path("/usr/sbin/dovecot").exists():
-        raise AssertionError("Dovecot is missing: .ci/run installs Debian's dovecot-imapd (apt-get install dovecot-imapd)")
+        raise AssertionError("Dovecot is missing: `make system-packages` (part of `make test`) installs dovecot-imapd")
     root = Path(tempfile.mkdtemp(prefix="tg-mail-"))
     root.chmod(0o755)
     for sub in ("run", "state", "mail"):

@@ -1,14 +1,13 @@
 """The web page in a real headless Chromium: chat, see the approval chip, approve, see the result.
 
 Debian's ``chromium`` driven through Playwright with the system executable (no browser is
-ever downloaded). In CI (``CI=true``) a missing Chromium fails the test, since ``.ci/run``
-installs it; elsewhere the test skips and says how to get it.
+ever downloaded). ``make test`` installs it when missing (``.ci/system-packages``); run directly
+without it, the test fails and says how to get it.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -41,12 +40,10 @@ _WAIT_MS = 30_000
 
 @pytest.fixture
 def chromium() -> Path:
-    """The system Chromium, or a failure in CI / a skip elsewhere."""
+    """The system Chromium, or a failure saying how to get it (``make test`` installs it first)."""
     if CHROMIUM.exists():
         return CHROMIUM
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{CHROMIUM} is missing in CI: .ci/run must install Debian's chromium package")
-    pytest.skip(f"{CHROMIUM} not found: `apt-get install -y chromium` to run the browser test")
+    pytest.fail(f"{CHROMIUM} is missing: `make system-packages` (part of `make test`) installs Debian's chromium")
 
 
 async def _lunch(db: Database, owner: str) -> str:
