@@ -108,16 +108,19 @@ def normalized_calls(message: AIMessage) -> tuple[AIMessage, dict[str, list[str]
         ({"name": str(c.get("name") or "unknown"), "args": {}, "id": c.get("id"), "type": "tool_call"}, True)
         for c in message.invalid_tool_calls
     ]
+    changed = bool(message.invalid_tool_calls)
     for call, invalid in raw:
         call_id = str(call.get("id") or "")
         if not call_id or call_id in seen:
-            call_id = f"call_{uuid.uuid4().hex[:12]}"
+            call_id, changed = f"call_{uuid.uuid4().hex[:12]}", True
         seen.add(call_id)
-        calls.append(ToolCall(name=str(call.get("name") or "unknown"), args=call.get("args") or {}, id=call_id,
-                              type="tool_call"))
+        name = str(call.get("name") or "unknown")
+        changed |= name != call.get("name") or call.get("args") is None
+        calls.append(ToolCall(name=name, args=call.get("args") or {}, id=call_id, type="tool_call"))
         if invalid:
             bad[call_id] = [INVALID_JSON]
-    if calls == message.tool_calls and not message.invalid_tool_calls:
+    # Compared field by field, never by ``==`` on the arguments: that recurses as deep as they nest.
+    if not changed:
         return message, bad
     return message.model_copy(update={"tool_calls": calls, "invalid_tool_calls": []}), bad
 
@@ -130,11 +133,14 @@ def storable_answer(message: AIMessage) -> tuple[AIMessage, bool]:
     are dropped, in a copy (the original is what gets decoded, and refused).
     """
     deep = [depth_of(c.get("args")) > MAX_DEPTH for c in message.tool_calls]
-    calls = [c | {"args": {} if d else storable(c.get("args")).value} for c, d in zip(message.tool_calls, deep, strict=True)]
+    kept = [storable(c.get("args")) if not d else None for c, d in zip(message.tool_calls, deep, strict=True)]
+    calls = [c | {"args": {} if k is None else k.value} for c, k in zip(message.tool_calls, kept, strict=True)]
     too_deep = any(deep)
-    content = storable(message.content).value
-    if not too_deep and calls == message.tool_calls and content == message.content:
+    content = storable(message.content)
+    # Judged by what storable changed, never by ``==`` on the arguments (it recurses as deep as they nest).
+    if not too_deep and not content.changed and not any(k is not None and k.changed for k in kept):
         return message, False
+    content = content.value
     return message.model_copy(update={"tool_calls": calls, "content": content}), too_deep
 
 

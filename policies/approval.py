@@ -19,6 +19,8 @@ from typing import Any, Final, Literal
 
 import rfc8785
 
+from policies.storable import MAX_DEPTH, depth_of
+
 from policies.errors import ApprovalExpired, ApprovalInvalid
 
 __all__ = [
@@ -57,10 +59,13 @@ def args_hash(args: dict[str, Any]) -> str:
 
 def raw_args_hash(raw: object) -> str:
     """The hash of arguments as a model sent them (for the audit of a refused call); ``""`` when
-    they are no JSON object or cannot be canonicalized."""
+    they are no JSON object, nest deeper than :data:`~policies.storable.MAX_DEPTH`, or cannot be
+    canonicalized."""
+    if not isinstance(raw, dict) or depth_of(raw) > MAX_DEPTH:
+        return ""  # canonicalizing recurses: arguments nested past the bound are refused unhashed
     try:
-        return args_hash(raw) if isinstance(raw, dict) else ""
-    except (TypeError, ValueError):
+        return args_hash(raw)
+    except (TypeError, ValueError, RecursionError):
         return ""
 
 

@@ -235,3 +235,22 @@ async def test_an_approved_action_whose_tool_raises_ends_failed_with_an_honest_r
                                  (out.approval.approval_id,))
         row = await cur.fetchone()
     assert row is not None and (row["status"], row["error_code"]) == ("failed", "unavailable")  # never "approved"
+
+
+@pytest.mark.parametrize("depth", [pytest.param(40, id="past-the-bound"), pytest.param(1_200, id="past-the-recursion-limit"),
+                                   pytest.param(5_000, id="far-past-it")])
+async def test_arguments_nested_however_deep_are_refused_cleanly_and_nothing_runs(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database, depth: int
+) -> None:
+    """About 1,200 levels used to crash the turn (canonical JSON and ``==`` recurse); every depth is a clarify."""
+    args: Any = "x"
+    for _ in range(depth):
+        args = {"a": args}
+    model.push(call("tasks__create", {"title": args}), say("ok"))
+    out = await turns.send(ctx, ctx.owner_id + f"/deep-{depth}", "add a task")
+    assert out.outcome == "clarify" and out.approval is None
+    async with all_rows(db) as conn:
+        cur = await conn.execute("SELECT reason, args_hash FROM audit_log WHERE owner_id = %s AND stage = 'picker'",
+                                 (ctx.owner_id,))
+        rows = await cur.fetchall()
+    assert [(r["reason"], r["args_hash"]) for r in rows] == [("invalid_call", "")]
