@@ -41,7 +41,8 @@ ClaimKind = Literal["send", "create", "remove", "update", "any"]
 
 _VERB_KINDS: Final[dict[str, ClaimKind]] = {
     **dict.fromkeys(("sent", "emailed", "mailed", "replied", "forwarded", "messaged", "delivered", "texted",
-                     "notified", "shared", "posted", "invited"), "send"),
+                     "notified", "shared", "posted", "invited", "dispatched", "transmitted", "submitted",
+                     "relayed"), "send"),
     **dict.fromkeys(("created", "added", "scheduled", "booked", "saved", "made", "noted", "logged", "recorded",
                      "registered", "drafted", "queued", "put", "set", "wrote", "written", "jotted", "reserved"),
                     "create"),
@@ -82,6 +83,13 @@ _PENDING: Final = re.compile(
     r"draft(?:ed)?\s+(?:for|below)|here'?s\s+(?:a|the)\s+draft|preview)\b",
     re.I,
 )
+# Something sent is now travelling or arrived: "Your email to Sam is on its way.", "it went out".
+_SENT_STATE: Final = re.compile(
+    r"\b(?:is|are|'s|'re)\s+(?:now\s+|already\s+)?(?:on\s+(?:its|their|the)\s+way|out\s+the\s+door)\b"
+    r"|\b(?:went|has\s+gone|have\s+gone)\s+out\b"
+    r"|\b(?:landed|arrived)\s+in\s+\w+(?:'s)?\s+inbox\b", re.I)
+# A sentence that is only a verb ("Sent!", "Done.") claims it plainly.
+_BARE: Final = re.compile(rf"^(?:{_VERBS})\s*[!.]*\s*$", re.I)
 # A sentence's first verb reads as a claim only when what follows is the thing it acted on
 # ("Sent it to Sam.", "Added the dentist to your calendar."), not a title ("Updated roadmap review").
 _LEADING_OBJECT: Final = re.compile(
@@ -133,7 +141,7 @@ def _kind_of(sentence: str, *, continues: bool = False) -> ClaimKind | None:
     if match is not None and match.start() == 0 and lead[: match.end()].lower() in _VERB_KINDS:
         # A bare leading verb: a claim only when an object follows it, or the clause continues
         # a sentence ("I created the task and emailed Priya").
-        if not continues and not _LEADING_OBJECT.match(lead):
+        if not continues and not _LEADING_OBJECT.match(lead) and not _BARE.match(lead):
             match = _CLAIM.search(lead, match.end())
     if match is None:
         match = _HEADLINE.match(lead)
@@ -145,6 +153,8 @@ def _kind_of(sentence: str, *, continues: bool = False) -> ClaimKind | None:
             if word in _VERB_KINDS:
                 return _VERB_KINDS[word]
         return "any"
+    if _SENT_STATE.search(lead):
+        return "send"
     if _GENERIC.search(lead) or _STATE.search(lead):
         return "any"
     return None

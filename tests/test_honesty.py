@@ -31,6 +31,10 @@ def test_the_honesty_eval_holds_its_floors(capsys: pytest.CaptureFixture[str]) -
         "Task added: call the plumber.",
         "It's on your calendar now.",
         "I went ahead and archived the newsletter.",
+        # Once let through when nothing was written (only the naturalizer's claim line caught them):
+        "Sent!",
+        "Your email to Sam is on its way.",
+        "I dispatched the note",
     ],
 )
 async def test_a_model_reply_claiming_a_write_after_a_read_only_turn_is_replaced_by_what_happened(
@@ -42,6 +46,14 @@ async def test_a_model_reply_claiming_a_write_after_a_read_only_turn_is_replaced
     assert "Standup" in out.reply and "nothing was changed" in out.reply  # the grounded account instead
     done = next(e for e in out.events if e["type"] == "message_complete")
     assert done["data"]["honesty_rewrite"] is True
+
+
+@pytest.mark.parametrize("text", ["Sam is out today.", "Sam has gone home.", "Your parcel is on its way, the shop says.",
+                                  "Nothing was sent."])
+def test_what_is_no_claim_of_a_send_stays_no_claim(text: str) -> None:
+    from policies.honesty import check_claims
+
+    assert check_claims(text, []).ok
 
 
 async def test_a_model_reply_whose_claims_the_turns_writes_back_is_kept(
