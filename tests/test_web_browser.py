@@ -234,3 +234,27 @@ async def test_the_approval_card_says_where_each_value_came_from(
             await expect(page.locator(".chip-provenance li.foreign")).to_have_count(2)
             await expect(origins.last).to_have_text("body: typed by you")
     assert problems == []
+
+
+async def test_third_party_text_in_a_reply_renders_as_text_never_as_a_link_an_image_or_html(
+    settings: Settings, chromium: Path, tmp_path: Path, demo_token: str
+) -> None:
+    """An event title or a page can carry markdown or HTML; the reply shows it, inert."""
+    from tests.conftest import NOW
+
+    hostile = ("Agenda: ![pixel](http://evil.example/p.png) [click here](http://evil.example/x) "
+               "<img src=http://evil.example/q.png> <a href=http://evil.example/y>y</a> and **bold**")
+    model = ScriptedModel(steps=[say(hostile)])
+    problems: list[str] = []
+    with serve(settings.model_copy(update={"rate_limit_burst": 100_000}), clock=Clock(NOW), picker_model=model) as server:
+        async with _page(chromium, tmp_path, problems) as page:
+            await page.goto(f"{server.url}/#token={demo_token}")
+            await expect(page.locator("#status")).to_have_text("Ready", timeout=_WAIT_MS)
+            await _send(page, "what's the agenda?")
+            reply = page.locator(".msg.assistant .bubble.done").last
+            await expect(reply).to_contain_text("click here (http://evil.example/x)", timeout=_WAIT_MS)
+            await expect(reply).to_contain_text("[image: pixel (http://evil.example/p.png)]")
+            await expect(reply).to_contain_text("<img src=http://evil.example/q.png>")
+            assert await reply.locator("img, a, iframe").count() == 0
+            assert await reply.locator("strong").count() == 1  # formatting still works
+    assert problems == []

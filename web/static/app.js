@@ -22,10 +22,25 @@ const state = {
 const timeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
 const when = (iso) => (iso ? timeFormat.format(new Date(iso)) : "");
 
+// A reply quotes third-party text (an event title, a subject, a page): it may format (bold, lists,
+// code) but never turns into a live link, an image or HTML. Links and images are shown as their
+// text and address; raw HTML as the text it is.
+const escapeHtml = (s) => String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+const inertMarkdown = {
+  link({ tokens, href }) {
+    const label = this.parser.parseInline(tokens);
+    return label === escapeHtml(href) ? label : `${label} (${escapeHtml(href)})`;
+  },
+  image({ text, href }) { return `[image: ${escapeHtml(text)} (${escapeHtml(href)})]`; },
+  html({ text }) { return escapeHtml(text); },
+};
+if (window.marked) window.marked.use({ renderer: inertMarkdown });
+
 // Markdown to safe HTML: DOMPurify drops scripts, handlers and javascript: links from marked's output.
 function setMarkdown(el, text) {
   if (window.marked && window.DOMPurify) {
-    el.innerHTML = window.DOMPurify.sanitize(window.marked.parse(text, { gfm: true, breaks: true }));
+    el.innerHTML = window.DOMPurify.sanitize(window.marked.parse(text, { gfm: true, breaks: true }),
+                                             { FORBID_TAGS: ["a", "img", "picture", "svg", "iframe", "form"] });
     el.classList.add("markdown");
   } else {
     el.textContent = text;
