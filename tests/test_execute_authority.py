@@ -16,6 +16,7 @@ from langgraph.types import Command
 from graph.state import Context
 from graph.store.db import Database
 from policies.approval import args_hash
+from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns
 
@@ -23,7 +24,9 @@ _MAIL = {"to": ["sam@example.com"], "subject": "Late", "body": "Ten minutes."}
 
 
 async def _sent(db: Database, owner: str) -> int:
-    async with db.pool.connection() as conn:
+    """Mail queued and effects recorded for ``owner`` (counted in a scope that sees every owner's
+    rows: on a connection without one, row-level security would show 0 whatever ran)."""
+    async with all_rows(db) as conn:
         cur = await conn.execute(
             """SELECT (SELECT count(*) FROM mail_outbox WHERE owner_id = %(o)s)
                     + (SELECT count(*) FROM effects WHERE owner_id = %(o)s) AS n""", {"o": owner})
@@ -127,3 +130,12 @@ async def test_a_plan_whose_verdict_is_flipped_from_propose_to_execute_runs_noth
                                                                     "pending": None}))
     assert await _sent(db, ctx.owner_id) == 0
     assert [reason for reason, _ in await _execute_refusals(db, ctx.owner_id)] == ["unsealed_plan"]
+
+
+async def test_the_nothing_sent_helper_sees_a_real_send(turns: Turns, model: ScriptedModel, ctx: Context, db: Database) -> None:
+    """The positive control beside every ``_sent(...) == 0``: an approved send counts."""
+    model.push(call("mail__send", {"to": ["sam@example.com"], "subject": "Hi", "body": "See you"}), say("Sent."))
+    out = await turns.send(ctx, ctx.owner_id + "/control", "email sam: see you")
+    assert out.approval is not None and await _sent(db, ctx.owner_id) == 0
+    await turns.runner.decide(ctx, out.approval.approval_id, {"type": "approve"})
+    assert await _sent(db, ctx.owner_id) >= 2  # the queued mail and its effect row

@@ -8,6 +8,9 @@ and on an external ``DATABASE_URL`` in ``tests/test_least_privilege.py``.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import psycopg
 import pytest
 
@@ -43,7 +46,7 @@ async def _seed(db: Database, *owners: str) -> None:
 async def unscoped_queries_see_nothing(db: Database, mine: str, theirs: str) -> None:
     """The checks, on any database the app serves from (the embedded one, an external one)."""
     await _seed(db, mine, theirs)
-    async with db.pool.connection() as conn:
+    async with db.pool.connection() as conn:  # unscoped on purpose: that rows stay hidden is the check
         for table in sorted(OWNER_TABLES):
             cur = await conn.execute(f"SELECT count(*) AS n FROM {table}")  # noqa: S608 - our own table names
             assert (await cur.fetchone()) == {"n": 0}, f"{table} shows rows to a query with no owner"
@@ -125,3 +128,39 @@ async def test_a_plugin_tables_rows_are_scoped_the_same_way(db: Database, owner:
     async with owner_transaction(db.pool, owner) as conn:
         cur = await conn.execute("SELECT count(*) AS n FROM example_bookmarks WHERE id = %s", ("bm_" + owner,))
         assert (await cur.fetchone()) == {"n": 0}
+
+
+_UNSCOPED_CONNECTION = re.compile(r"\bpool\.connection\(\)")
+_SCOPED = re.compile(r"set_config\('tollgate\.owner'|\bscope\(conn|unscoped on purpose")
+
+
+def unscoped_owner_counts(source: str) -> list[int]:
+    """Lines of ``source`` that open a pool connection with no owner scope and, within the next few
+    lines, read an owner-scoped table: row-level security shows such a query nothing, so an
+    assertion that it finds nothing cannot fail."""
+    lines = source.splitlines()
+    found = []
+    for number, line in enumerate(lines):
+        if not _UNSCOPED_CONNECTION.search(line):
+            continue
+        block = "\n".join(lines[number : number + 8])
+        if _SCOPED.search(block):
+            continue
+        if any(re.search(rf"\b(?:FROM|UPDATE|JOIN)\s+{table}\b", block) for table in OWNER_TABLES):
+            found.append(number + 1)
+    return found
+
+
+def test_no_test_reads_owner_rows_on_a_connection_without_an_owner_scope() -> None:
+    """Helpers that count "nothing happened" must see the rows (``tests.conftest.all_rows``)."""
+    here = Path(__file__).resolve().parent
+    offenders = {p.name: lines for p in sorted(here.glob("*.py")) if (lines := unscoped_owner_counts(p.read_text()))}
+    assert offenders == {}
+
+
+def test_the_unscoped_count_check_catches_the_old_helper() -> None:
+    opened = "db.pool." + "connection()"  # spelt apart, so this file passes its own check
+    old = (f'async with {opened} as conn:\n'
+           '    cur = await conn.execute("SELECT count(*) AS n FROM mail_outbox WHERE owner_id = %s", (owner,))\n')
+    assert unscoped_owner_counts(old) == [1]
+    assert unscoped_owner_counts(old.replace(opened, "all_rows(db)")) == []

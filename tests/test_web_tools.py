@@ -15,6 +15,7 @@ from graph.settings import Settings
 from graph.state import Context
 from graph.store.db import Database
 from policies.fencing import read_fence
+from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Clock
 from tests.perimeter_harness import audit_rows, web_settings, web_turns
@@ -143,7 +144,7 @@ async def test_an_injected_page_cannot_make_a_write_run(
     out = await turns.send(ctx, ctx.owner_id + "/inj", "read that page")
     assert out.outcome == "proposed" and out.approval is not None
     assert out.approval.args["to"] == ["attacker@evil.example"]
-    async with db.pool.connection() as conn:
+    async with all_rows(db) as conn:  # a scope that sees the owner's rows: no scope would show 0 anyway
         cur = await conn.execute("SELECT count(*) AS n FROM mail_outbox WHERE owner_id = %s", (ctx.owner_id,))
         row = await cur.fetchone()
     assert row is not None and row["n"] == 0
