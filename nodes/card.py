@@ -17,7 +17,7 @@ The card's warnings, each with a code clients can read (``warnings`` of an actio
   in the invoice"): said, not warned.
 * ``read_content`` ⓘ: the thread read someone else's content, and nothing on the card comes from it.
 
-A careful reviewer rejects a card with any ⚠ warning of the first four codes unless they know better;
+A careful reviewer rejects a card with any ⚠ warning of the first four codes (or ``outbound``) unless they know better;
 the safety eval's careful approver does exactly that (``evals/safety``).
 """
 
@@ -29,13 +29,10 @@ from typing import Any, Final
 
 from policies.intent import asked_for, intent_words, points_to
 from policies.provenance import Match, Shown, ValueOrigin, origin, verbatim
-from policies.hitl import CardWarning, ProvenanceMatch, WarningCode
+from policies.hitl import CardWarning, ProvenanceMatch
 from tools.registry import ActionSpec
 
-__all__ = ["Card", "UNKNOWN", "card_for", "needs_review", "unknown_card", "you_asked"]
-
-_REVIEW_CODES: Final[frozenset[WarningCode]] = frozenset(
-    {"not_requested", "third_party_value", "instructions", "unknown_source"})
+__all__ = ["Card", "UNKNOWN", "card_for", "unknown_card", "you_asked"]
 
 UNKNOWN: Final = "unknown source (its origin could not be checked)"
 """The label of a value whose provenance check could not run."""
@@ -51,10 +48,6 @@ class Card:
     """Field -> the tokens traced to what the thread read, with source, trust and a snippet."""
     warnings: list[CardWarning]
     """The card's warnings and notes, in the order shown."""
-
-    def text(self) -> str:
-        """The warnings as the card shows them above the preview."""
-        return "\n\n".join(w["text"] for w in self.warnings)
 
 
 def you_asked(request: str) -> str:
@@ -84,10 +77,8 @@ def _quote(match: Match) -> str:
 def _label(found: ValueOrigin) -> str:
     if found.kind in ("third_party", "owner"):
         best = {m.source: m for m in reversed(found.matches)}  # per source, its first (best) match
-        said = "; ".join(_quote(best[s]) for s in found.sources[:2])
-        more = f" and {len(found.sources) - 2} more" if len(found.sources) > 2 else ""
         who = "someone else's content" if found.kind == "third_party" else "your own data"
-        return f"from {who}: {said}{more}"
+        return f"from {who}: {_names([_quote(best[s]) for s in found.sources], '; ')}"
     if found.kind == "fact":
         return f"a server fact from {found.matches[0].source}"
     return {"typed": "typed by you", "model": "chosen by the model", "unknown": UNKNOWN}[found.kind]
@@ -98,9 +89,10 @@ def _detail(found: ValueOrigin) -> list[ProvenanceMatch]:
                             snippet=m.snippet, instructions=m.instructions) for m in found.matches[:8]]
 
 
-def _names(sources: Sequence[Any]) -> str:
-    named = ", ".join(str(s) for s in sources[:2])
-    return named + (f" and {len(sources) - 2} more" if len(sources) > 2 else "")
+def _names(items: Sequence[Any], sep: str = ", ") -> str:
+    """The first two of ``items``, and how many more."""
+    named = sep.join(str(s) for s in items[:2])
+    return named + (f" and {len(items) - 2} more" if len(items) > 2 else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,8 +191,3 @@ def unknown_card(spec: ActionSpec, args: dict[str, Any], *, skip: Iterable[str] 
         warnings.append(CardWarning(code="unknown_source", text=(
             f"⚠ Where {', '.join(fields)} came from could not be checked. Check every value before approving.")))
     return Card({n: UNKNOWN for n in fields}, {}, warnings)
-
-
-def needs_review(warnings: Iterable[CardWarning]) -> bool:
-    """Whether a card carries a warning a careful reviewer acts on (not just a note)."""
-    return any(w["code"] in _REVIEW_CODES for w in warnings)

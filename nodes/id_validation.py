@@ -58,6 +58,7 @@ def bind_plan_ids(
     recent: dict[str, RecentList] = thread.get("recent") or {}
     known: dict[str, list[str]] = thread.get("known") or {}
     bound: list[tuple[Location, str]] = []
+    typed_words: list[str] | None = None  # the request's words, read once and only for a kind that binds them
     for path, kind_name in spec.id_fields_of(owner_id).items():
         found = id_refs(args, path)
         if not found:
@@ -66,7 +67,11 @@ def bind_plan_ids(
         listed = recent.get(kind_name) or {}
         latest = [str(row["id"]) for row in listed.get("rows", [])]
         # A kind that says so also binds the ids the owner typed in this request, when its check confirms them.
-        typed = {t for t in (w.rstrip(".!?:") for w in _TOKEN.findall(user_request(thread))) if kind.accepts(t)} if kind.owner_typed else set()
+        typed: set[str] = set()
+        if kind.owner_typed:
+            if typed_words is None:
+                typed_words = [w.rstrip(".!?:") for w in _TOKEN.findall(user_request(thread))]
+            typed = {w for w in typed_words if kind.accepts(w)}
         binding = bind_ids([ref for _, ref in found], latest, {*known.get(kind_name, ()), *latest, *typed},
                            accepts=kind.accepts, positions=kind.positions, ambiguous=bool(listed.get("ambiguous")))
         if not binding.ok:

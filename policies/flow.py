@@ -25,14 +25,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from policies.provenance import SPAN_WORDS, Shown, words
+from policies.provenance import EMAIL, SPAN_WORDS, Shown, words
 
 __all__ = ["Carried", "FlowMode", "carried"]
 
 FlowMode = Literal["off", "approve", "refuse"]
 """What an outbound call that carries shown or contact data gets: nothing, an approval, a refusal."""
 
-_EMAIL: Final = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
 # A phone number: international (+ and 8-15 digits) or grouped by spaces or dashes; never a
 # dotted address, a date (2026-12-01) or a bare run of digits (an id, an amount).
 _PHONE: Final = re.compile(
@@ -42,7 +41,7 @@ _DATE: Final = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 def _contacts(text: str) -> set[str]:
     """E-mail addresses (as provenance tokens, ``@…``) and phone numbers (``#digits``) in ``text``."""
-    found = {"@" + m.group().casefold() for m in _EMAIL.finditer(text)}
+    found = {"@" + m.group().casefold() for m in EMAIL.finditer(text)}
     for match in _PHONE.finditer(text):
         digits = re.sub(r"\D", "", match.group())
         if 8 <= len(digits) <= 15 and not _DATE.match(match.group()):

@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from typing import Final, Literal
 
 __all__ = [
+    "EMAIL",
     "MIN_DIGITS",
     "MIN_WORD",
     "SPAN_WORDS",
@@ -76,7 +77,8 @@ _SNIPPET: Final = 36
 """Characters of context quoted on each side of a match."""
 
 _WORD: Final = re.compile(r"[^\W_]+", re.UNICODE)
-_EMAIL: Final = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
+EMAIL: Final = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
+"""An e-mail address, as provenance and the flow check both read one (traced as ``@`` + the address, case-folded)."""
 _URL: Final = re.compile(r"\bhttps?://[^\s<>\"'()\[\]]+", re.I)
 _HOST: Final = re.compile(r"(?<![@\w.-])(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,24}(?![\w-])", re.I)
 # An IBAN: country, check digits, then 10-30 letters and digits, maybe in groups of four.
@@ -116,7 +118,7 @@ def _fact_key(text: str) -> str:
 def _token_spans(text: str) -> Iterator[tuple[str, int, int]]:
     """Each identifier-like token of ``text`` (normalized), with where it is in ``text``."""
     text = unicodedata.normalize("NFKC", text)
-    for match in _EMAIL.finditer(text):
+    for match in EMAIL.finditer(text):
         yield "@" + match.group().casefold(), match.start(), match.end()
     for match in _URL.finditer(text):
         url = match.group().rstrip(".,;:!?").casefold().split("://", 1)[1]
@@ -133,7 +135,7 @@ def _token_spans(text: str) -> Iterator[tuple[str, int, int]]:
         digits = re.sub(r"\D", "", match.group())
         if len(digits) >= MIN_DIGITS:
             yield "#" + digits, match.start(), match.end()
-    inside = [(m.start(), m.end()) for pattern in (_EMAIL, _URL) for m in pattern.finditer(text)]
+    inside = [(m.start(), m.end()) for pattern in (EMAIL, _URL) for m in pattern.finditer(text)]
     for match in _WORD.finditer(text):
         word = match.group().casefold()
         if len(word) >= MIN_WORD and not word.isdigit() and not any(a <= match.start() < b for a, b in inside):
