@@ -31,23 +31,20 @@ from typing import Any, Final
 
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
-from graph.ledger import approvals, effects
-
 from graph.events import TurnEvent
+from graph.governed import GovernedGraph
+from graph.ledger import approvals
 from graph.ledger.audit import AuditRecord, append_audit
 from graph.services import Services
 from graph.slots import TurnSlots
-from graph.state import Context, Pending, Plan
-from graph.store import owner_scope
-from graph.store.checkpoint_guard import CheckpointRefused
-from graph.store.leases import Lease, Leases, bound, shielded
-from graph.threads import thread_kind
+from graph.state import Context
+from graph.store import leases, owner_scope
+from graph.store.leases import Lease, bound
 from nodes.approval import allowed_of, check_decision
 from nodes.propose import joined_preview
-from policies.errors import ApprovalInvalid, InvalidArgs, NotFound, ThreadReadOnly, TollgateError
+from policies.errors import ApprovalInvalid, InvalidArgs, NotFound, TollgateError
 from policies.hitl import ApprovalRequest, CardWarning
 from policies.storable import unstorable
 
@@ -146,17 +143,6 @@ class PendingApproval:
                    actions=actions)
 
 
-@dataclass(frozen=True, slots=True)
-class _Waiting:
-    """What a thread's latest checkpoint waits on: the request, and the plan and lists it was made from."""
-
-    request: ApprovalRequest
-    plans: list[Plan]
-    pending: Pending
-    ids: dict[str, Any]
-    """The thread's recent lists and known ids (what an edit may bind)."""
-
-
 def _preview_of(request: ApprovalRequest) -> str:
     return joined_preview([r["description"] for r in request["action_requests"]])
 
@@ -171,15 +157,14 @@ def _closed(row: dict[str, Any] | None) -> str:
 class TurnRunner:
     """Runs turns of the compiled graph for authenticated callers."""
 
-    def __init__(self, graph: CompiledStateGraph[Any, Context, Any, Any], services: Services) -> None:
+    def __init__(self, graph: GovernedGraph, services: Services) -> None:
         if graph.checkpointer is None:
             raise ValueError("the runner needs a graph compiled with a checkpointer")
         settings = services.settings
         self.graph = graph
         self.services = services
-        self.leases = Leases(services.db.pool, ttl_seconds=settings.thread_lease_seconds,
-                             wait_seconds=settings.thread_wait_seconds)
-        """The thread leases."""
+        self.leases = leases.shared(services.db.pool, settings)
+        """The thread leases (the process's, shared with the graph's own runs)."""
         self.slots = TurnSlots(settings.max_concurrent_turns, settings.max_turns_per_owner)
         """Admission: turns of this process and of each owner at once."""
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
@@ -194,40 +179,20 @@ class TurnRunner:
     async def _hold(self, ctx: Context, thread_id: str, *, must_exist: bool) -> AsyncIterator[Lease]:
         """Hold ``thread_id`` for a turn of ``ctx``'s owner: in process, then a slot, then the lease.
 
-        Turns queued on one thread wait on an in-process lock first, holding no slot. The lease
-        is taken with the thread's owner read in the same statement: another owner's thread (or
-        a missing one, with ``must_exist``) is ``NotFound`` and the lease goes at once. A lease
-        taken over from a holder that ran out of time is reconciled before the turn starts.
+        Turns queued on one thread wait on an in-process lock first, holding no slot. The lease is
+        the graph's (:meth:`graph.governed.GovernedGraph.hold`): another owner's thread (or a missing
+        one, with ``must_exist``) is ``NotFound``, and a thread taken over from a holder that ran
+        out of time is reconciled first. The graph's run inside the block uses this lease.
         """
         lock = self._locks.get(thread_id)
         if lock is None:
             lock = self._locks[thread_id] = asyncio.Lock()
-        async with lock, self.slots.hold(ctx.owner_id), self.leases.hold(thread_id) as lease:
-            if (lease.owner_id is None and must_exist) or (lease.owner_id not in (None, ctx.owner_id)):
-                raise NotFound("thread", thread_id)  # another owner's thread is indistinguishable from none
-            if lease.stale:
-                await self._reconcile(thread_id, ctx.owner_id)
+        async with lock, self.slots.hold(ctx.owner_id), self.graph.hold(ctx, thread_id, must_exist=must_exist) as lease:
             yield lease
-
-    async def _waiting(self, thread_id: str) -> _Waiting | None:
-        """The approval request the thread's latest checkpoint is interrupted on, if any."""
-        snapshot = await self.graph.aget_state(self._config(thread_id))
-        request = approvals.requested(snapshot)
-        values = snapshot.values or {}
-        plans, pending = values.get("plans"), values.get("pending")
-        if request is None or not plans or pending is None:
-            return None
-        return _Waiting(request=request, plans=plans, pending=pending,
-                        ids={"recent": values.get("recent") or {}, "known": values.get("known") or {}})
 
     async def _reconcile(self, thread_id: str, owner_id: str) -> None:
         """Bring the approvals of ``owner_id``'s thread in line with its checkpoint and ledger (under its lease)."""
-        waiting = await self._waiting(thread_id)
-        closed = await approvals.reconcile(
-            self.services.db.pool, thread_id, owner_id, waiting.request["approval"]["id"] if waiting else None,
-            settle=lambda keys: effects.settle_intents(self.services, owner_id, keys),
-        )
-        for item in closed:
+        for item in await self.graph.reconcile(thread_id, owner_id):
             _log.info("reconciled an approval of a turn that did not end cleanly: %s", item.status)
 
     async def recover_stale(self, *, limit: int = 100) -> int:
@@ -264,24 +229,17 @@ class TurnRunner:
         return int(hashlib.sha256(turn_id.encode()).hexdigest()[:8], 16) % every == 0
 
     async def _run(self, ctx: Context, thread_id: str, graph_input: Any) -> AsyncIterator[TurnEvent]:
-        """The graph run's events; a run that does not end cleanly is reconciled before the thread is freed."""
+        """The graph run's events (a run that does not end cleanly is reconciled by the graph)."""
         last_turn = ""
         waiting = False
-        try:
-            async for chunk in self.graph.astream(
-                graph_input, self._config(thread_id), context=ctx, stream_mode="custom", durability="exit"
-            ):
-                if isinstance(chunk, dict) and "tollgate_event" in chunk:
-                    event = TurnEvent(**chunk["tollgate_event"], thread_id=thread_id)
-                    last_turn = event["turn_id"]
-                    waiting = event["type"] == "approval_required"
-                    yield event
-        except CheckpointRefused:
-            raise  # nothing of the thread could be read, so nothing ran (audited once, by the saver)
-        except BaseException:
-            # Cancelled (client gone, shutdown), failed, or closed early by its consumer.
-            await shielded(self._reconcile(thread_id, ctx.owner_id), what="reconciling a turn that did not end cleanly")
-            raise
+        async for chunk in self.graph.astream(
+            graph_input, self._config(thread_id), context=ctx, stream_mode="custom", durability="exit"
+        ):
+            if isinstance(chunk, dict) and "tollgate_event" in chunk:
+                event = TurnEvent(**chunk["tollgate_event"], thread_id=thread_id)
+                last_turn = event["turn_id"]
+                waiting = event["type"] == "approval_required"
+                yield event
         if not waiting and self._prune_due(last_turn):
             await self.graph.checkpointer.aprune([thread_id], strategy="keep_latest")  # type: ignore[union-attr]
 
@@ -296,9 +254,6 @@ class TurnRunner:
             raise InvalidArgs("chat", [f"message must be 1-{_MAX_MESSAGE} characters"])
         if unstorable(message):
             raise InvalidArgs("chat", ["message contains NUL or unpaired surrogate characters"])
-        kind = thread_kind(thread_id)
-        if kind == "inbox" or (kind == "run" and ctx.channel != "background"):
-            raise ThreadReadOnly(thread_id, kind)
         async with self._hold(ctx, thread_id, must_exist=False):
             async for event in self._run(ctx, thread_id, {"messages": [HumanMessage(content=message)]}):
                 yield event
@@ -341,7 +296,7 @@ class TurnRunner:
         server's). Otherwise ``value`` is a raw resume whose token names the approval.
         """
         async with self._hold(ctx, thread_id, must_exist=True):
-            waiting = await self._waiting(thread_id)
+            waiting = await self.graph.waiting(thread_id)
             if waiting is None:
                 await self._reconcile(thread_id, ctx.owner_id)
                 raise ApprovalInvalid("nothing is pending on this thread (already decided, superseded or never saved)")
@@ -375,7 +330,7 @@ class TurnRunner:
             if not started and not isinstance(exc, NotFound):
                 why = getattr(exc, "reason", exc.code)
                 # The record names the request the refused resume was for (the thread's own).
-                waiting = await self._waiting(thread_id) if thread_id else None
+                waiting = await self.graph.waiting(thread_id) if thread_id else None
                 block = waiting.request["approval"] if waiting is not None else None
                 record = AuditRecord(owner_id=ctx.owner_id, stage="runner", decision="invalid", reason="resume_refused",
                                      code=exc.code, thread_id=thread_id[:200], detail={"why": str(why)[:200]},

@@ -26,9 +26,9 @@ from __future__ import annotations
 from typing import Any, Final, Literal
 
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
+from graph.governed import GovernedGraph
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Plan, TurnInput, TurnOutput, TurnState
 from nodes.approval import make_approval
@@ -125,9 +125,10 @@ def build_graph(
     checkpointer: Checkpointer = None,
     step_budget: int = 8,
     context_schema: type[Context] = Context,
-) -> CompiledStateGraph[TurnState, Context, TurnInput, TurnOutput]:
+) -> GovernedGraph:
     """Compile the turn graph over ``services`` (or a provider of them) and ``checkpointer``;
-    ``context_schema`` is :class:`Context` or a subclass that only changes its defaults."""
+    ``context_schema`` is :class:`Context` or a subclass that only changes its defaults. Its runs
+    hold their thread and refuse routing and state edits from outside (:mod:`graph.governed`)."""
     if isinstance(services, Services):
         fixed = services
 
@@ -152,4 +153,4 @@ def build_graph(
     for node, route in _routes(step_budget).items():
         builder.add_conditional_edges(node, route, list(EDGES[node]))
     builder.add_edge("naturalize", END)
-    return builder.compile(checkpointer=checkpointer, name="tollgate_turn")
+    return GovernedGraph.of(builder.compile(checkpointer=checkpointer, name="tollgate_turn"), provider)

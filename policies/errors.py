@@ -8,9 +8,10 @@ Messages never contain argument values, tokens or secrets: only names, counts an
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 __all__ = [
+    "HTTP_STATUS",
     "ErrorCode",
     "TollgateError",
     "InvalidArgs",
@@ -39,6 +40,21 @@ ErrorCode = Literal[
     "unavailable",
 ]
 """The closed set of failure kinds a caller can branch on."""
+
+
+HTTP_STATUS: Final[dict[ErrorCode, int]] = {
+    "invalid_args": 422,
+    "off_list_id": 422,
+    "egress_denied": 422,
+    "not_found": 404,
+    "permission_denied": 404,
+    "approval_invalid": 409,
+    "approval_expired": 409,
+    "thread_read_only": 409,
+    "transient": 503,
+    "unavailable": 503,
+}
+"""The HTTP status of each code on Tollgate's API (a refusal there looks like a missing item)."""
 
 
 class TollgateError(Exception):

@@ -6,7 +6,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from langgraph.graph.state import CompiledStateGraph
+
 from graph.event_contract import EventContract
+from graph.governed import GovernedGraph
 from graph.ledger.approval_contract import check_approvals
 from graph.runner import TurnOutcome, TurnRunner
 from graph.state import Context
@@ -79,3 +82,11 @@ def what_runs(preview: str) -> str:
     while parts and parts[0].startswith("ⓘ "):
         parts = parts[1:]
     return "\n\n".join(parts)
+
+
+def unguarded(graph: GovernedGraph) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The same compiled graph without its entry guards (no lease, routing and state edits let
+    through): what code with the database's credentials could run, for the tests of the checks
+    that hold even then (the effect's own authority)."""
+    attrs = {k: v for k, v in vars(graph).items() if k not in ("services", "__orig_class__")}
+    return CompiledStateGraph(**attrs)

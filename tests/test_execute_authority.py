@@ -1,9 +1,10 @@
 """The effect checks its own authority: routing, state edits and forged plans run nothing, audited.
 
 A write runs only with the gate's seal over that exact call and, when it needs approval, a
-decided approval whose args hash matches, claimed in the effect's own transaction. Here the
-compiled graph is driven the way a LangGraph client could drive it (``Command(goto=...)``,
-``update_state``), with no runner in between.
+decided approval whose args hash matches, claimed in the effect's own transaction. The compiled
+graph refuses routing and state edits from outside at its entry (``tests/test_governed_graph.py``);
+here they are let through (:func:`tests.harness.unguarded`, as code holding the database's
+credentials could), to show the effect's own checks hold even then.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from graph.store.db import Database
 from policies.approval import args_hash
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
-from tests.harness import Turns
+from tests.harness import Turns, unguarded
 
 _MAIL = {"to": ["sam@example.com"], "subject": "Late", "body": "Ten minutes."}
 
@@ -54,7 +55,7 @@ async def _proposed(turns: Turns, model: ScriptedModel, ctx: Context, thread: st
 
 
 async def _run(turns: Turns, ctx: Context, thread: str, value: Any) -> None:
-    await turns.runner.graph.ainvoke(value, {"configurable": {"thread_id": thread}}, context=ctx)
+    await unguarded(turns.runner.graph).ainvoke(value, {"configurable": {"thread_id": thread}}, context=ctx)
 
 
 async def test_command_goto_execute_with_a_forged_plan_runs_nothing(
@@ -92,7 +93,7 @@ async def test_a_plan_edited_into_the_state_after_approval_runs_nothing(
     approval_id = state["pending"]["approval_id"]
     plan = genuine | {"args": other, "args_hash": args_hash(other), "approval_id": approval_id}
     pending = state["pending"] | {"decision": "approve"}
-    await turns.runner.graph.aupdate_state(config, {"plans": [plan], "pending": pending, "approval_request": None},
+    await unguarded(turns.runner.graph).aupdate_state(config, {"plans": [plan], "pending": pending, "approval_request": None},
                                            as_node="approval")
     await _run(turns, ctx, thread, None)
     assert await _sent(db, ctx.owner_id) == 0

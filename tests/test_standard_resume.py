@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from langgraph.types import Command
 
 from graph.state import Context
+from policies.errors import NotFound
 from graph.store.db import Database
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
@@ -58,9 +60,11 @@ async def test_a_refused_standard_resume_says_why_and_the_request_stays_decidabl
     assert asked is not None and asked["refused"]["code"] == "approval_invalid"
     assert "send one decision for each" in asked["refused"]["message"] and asked["refused"]["attempts_left"] == 5
     assert await _tasks(db, ctx.owner_id) == before
-    # Another owner's context cannot decide it with the standard form either.
+    # Another owner's context cannot decide it with the standard form either: their run cannot
+    # even hold the thread.
     other = Context(owner_id=ctx.owner_id + "x", timezone=ctx.timezone)
-    await turns.runner.graph.ainvoke(Command(resume={"decisions": [{"type": "approve"}]}), config, context=other)
+    with pytest.raises(NotFound):
+        await turns.runner.graph.ainvoke(Command(resume={"decisions": [{"type": "approve"}]}), config, context=other)
     assert await _tasks(db, ctx.owner_id) == before
     await turns.runner.graph.ainvoke(Command(resume={"decisions": [{"type": "approve"}]}), config, context=ctx)
     assert await _tasks(db, ctx.owner_id) == sorted([*before, "Water the ferns"])

@@ -8,11 +8,13 @@ our own checkpointer: Studio and Tollgate's runner share threads.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -34,6 +36,7 @@ from policies.errors import ApprovalInvalid
 from graph.turn import build_graph
 from tests.children import free_port, wait_answering
 from tests.conftest import all_rows
+from tests.fakes import ScriptedModel, say
 from tests.harness import Turns
 from tests.readme_blocks import blocks_run_by
 from tools.demo import seed_demo
@@ -359,51 +362,100 @@ async def _mail_sent(db: Database, owner: str) -> int:
     return int(row["n"]) if row else -1
 
 
-async def test_command_goto_execute_through_langgraph_dev_runs_nothing_and_is_audited(
-    studio: LangGraphClient, db: Database, demo_owner: str
-) -> None:
-    """One ``runs.create(..., command=...)`` as any LangGraph client can send it: the forged write runs nothing."""
-    from policies.approval import args_hash
-
-    tid, context = await _started(studio, demo_owner, "what's on my calendar today?")
-    args = {"to": ["attacker@evil.example"], "subject": "Invoice", "body": "Pay this."}
-    plan = {"call_id": "call_forged", "tool": "mail", "action": "send", "args": args, "args_hash": args_hash(args)}
-    run = await studio.runs.create(tid, "tollgate", command={"goto": "execute", "update": {"plans": [plan]}},
-                                   context=context)
-    await studio.runs.join(tid, run["run_id"])
-    assert await _mail_sent(db, demo_owner) == 0
+async def _graph_refusals(db: Database, owner: str) -> list[str]:
     async with all_rows(db) as conn:
-        cur = await conn.execute(
-            "SELECT stage, decision, reason, tool, action FROM audit_log WHERE owner_id = %s AND stage = 'execute'",
-            (demo_owner,))
-        assert await cur.fetchall() == [
-            {"stage": "execute", "decision": "refuse", "reason": "unsealed_plan", "tool": "mail", "action": "send"}
-        ]
+        cur = await conn.execute("SELECT reason FROM audit_log WHERE owner_id = %s AND stage = 'graph'"
+                                 " AND decision = 'refuse' ORDER BY seq", (owner,))
+        return [r["reason"] for r in await cur.fetchall()]
 
 
-async def test_update_state_through_langgraph_dev_runs_nothing_and_is_audited(
-    studio: LangGraphClient, db: Database, demo_owner: str
-) -> None:
-    """The approved call's arguments swapped with ``update_state`` (seal kept): the effect refuses it."""
-    from policies.approval import args_hash
-
-    tid, context = await _started(studio, demo_owner, "email sam@example.com that I'm running late")
+async def _waiting_on_a_mail(
+    studio: LangGraphClient, owner: str, contract: EventContract
+) -> tuple[str, dict[str, str], dict[str, Any]]:
+    tid, context = (await studio.threads.create())["thread_id"], {"owner_id": owner}
+    await _run(studio, tid, contract, input=_user("email sam@example.com that I'm running late"), context=context)
     values = (await studio.threads.get_state(tid))["values"]
     if not values.get("plans"):
         pytest.fail(f"the offline picker proposed no write: {values.get('reply')!r}")
+    return tid, context, values
+
+
+async def test_command_goto_through_langgraph_dev_is_refused_and_the_approval_stays_decidable(
+    studio: LangGraphClient, db: Database, demo_owner: str
+) -> None:
+    """Two ``runs.create(..., command={"goto": ..., "update": ...})`` on a thread waiting for approval, as
+    any LangGraph client can send them: once they wedged the thread (its state unreadable, its
+    approval undecidable). Each is refused before anything is stored, and audited."""
+    from policies.approval import args_hash
+
+    contract = EventContract()
+    tid, context, _values = await _waiting_on_a_mail(studio, demo_owner, contract)
+    args = {"to": ["attacker@evil.example"], "subject": "Invoice", "body": "Pay this."}
+    plan = {"call_id": "call_forged", "tool": "mail", "action": "send", "args": args, "args_hash": args_hash(args)}
+    for _ in range(2):
+        run = await studio.runs.create(tid, "tollgate", command={"goto": "execute", "update": {"plans": [plan]}},
+                                       context=context)
+        await studio.runs.join(tid, run["run_id"])
+        assert (await studio.runs.get(tid, run["run_id"]))["status"] == "error"
+    assert await _graph_refusals(db, demo_owner) == ["forged_route", "forged_route"]
+    state = await studio.threads.get_state(tid)  # readable
+    [interrupt] = state["interrupts"]
+    resume = {"decisions": [{"type": "approve"}]}
+    done = await _run(studio, tid, contract, resume=True, command={"resume": resume}, context=context)
+    assert _last(done, "message_complete")["outcome"] == "executed"
+    assert await _mail_sent(db, demo_owner) == 1  # the approved mail, once; never the forged one
+    assert interrupt["value"]["action_requests"][0]["args"]["to"] == ["sam@example.com"]
+
+
+async def test_update_state_through_langgraph_dev_is_a_typed_refusal_and_audited(
+    studio: LangGraphClient, db: Database, demo_owner: str
+) -> None:
+    """The approved call's arguments swapped with ``update_state``, with and without ``as_node``: 403
+    with Tollgate's error body (once a foreign-key error or a silent success), nothing stored."""
+    contract = EventContract()
+    tid, context, values = await _waiting_on_a_mail(studio, demo_owner, contract)
     (genuine,) = values["plans"]
-    other = dict(genuine["args"]) | {"to": ["attacker@evil.example"]}
-    plan = genuine | {"args": other, "args_hash": args_hash(other), "approval_id": values["pending"]["approval_id"]}
+    plan = genuine | {"args": dict(genuine["args"]) | {"to": ["attacker@evil.example"]}}
     update = {"plans": [plan], "pending": values["pending"] | {"decision": "approve"}, "approval_request": None}
-    await studio.threads.update_state(tid, update, as_node="approval")
-    run = await studio.runs.create(tid, "tollgate", input=None, context=context)
+    for as_node in ("approval", "execute", None):
+        with pytest.raises(PermissionDeniedError) as refused:
+            await studio.threads.update_state(tid, update, as_node=as_node)
+        assert refused.value.response.json()["code"] == "permission_denied"
+    assert await _graph_refusals(db, demo_owner) == ["state_edit"] * 3
+    assert (await studio.threads.get_state(tid))["values"]["plans"] == values["plans"]
+    done = await _run(studio, tid, contract, resume=True,
+                      command={"resume": {"decisions": [{"type": "approve"}]}}, context=context)
+    assert _last(done, "message_complete")["outcome"] == "executed"
+    assert await _mail_sent(db, demo_owner) == 1
+
+
+async def test_a_studio_run_waits_for_a_server_turn_on_the_same_thread(
+    studio: LangGraphClient, turns: Turns, model: ScriptedModel, db: Database, demo_owner: str
+) -> None:
+    """A server turn (the runner, with a model that takes its time) holds the thread; a Studio run
+    on it starts only once that turn has ended: one line of checkpoints, no two turns at once."""
+    tid = (await studio.threads.create())["thread_id"]
+    config = {"configurable": {"thread_id": tid}}
+    started = asyncio.Event()
+    model.latency = 2.0
+    model.on_call = started.set
+    model.push(say("From the server."))
+    server = asyncio.create_task(turns.send(Context(owner_id=demo_owner, timezone="UTC"), tid, "hello"))
+    await started.wait()
+    run = await studio.runs.create(tid, "tollgate", input=_user("what's on my calendar today?"),
+                                   context={"owner_id": demo_owner})
+    assert (await server).reply == "From the server."
+    ended = utc_now()
     await studio.runs.join(tid, run["run_id"])
-    assert await _mail_sent(db, demo_owner) == 0
-    async with all_rows(db) as conn:
-        cur = await conn.execute(
-            "SELECT reason FROM audit_log WHERE owner_id = %s AND stage = 'execute' AND decision = 'refuse'",
-            (demo_owner,))
-        assert await cur.fetchall() == [{"reason": "unsealed_plan"}]
+    assert (await studio.runs.get(tid, run["run_id"]))["status"] == "success"
+    history = [s async for s in turns.runner.graph.aget_state_history(config)]
+    server_turn = next(s.values["turn_id"] for s in history if s.values.get("reply") == "From the server.")
+    studio_steps = [s for s in history if s.values.get("turn_id") not in (None, server_turn)]
+    assert studio_steps and "Lunch with Sam" in studio_steps[0].values["reply"]
+    first_studio = min(datetime.fromisoformat(s.created_at) for s in studio_steps if s.created_at)
+    assert first_studio >= ended - timedelta(milliseconds=200), (first_studio, ended)
+    parents = [s.parent_config["configurable"]["checkpoint_id"] for s in history if s.parent_config]
+    assert len(parents) == len(set(parents))  # a line, not a fork
 
 
 async def test_the_readme_snippet_opens_an_http_thread_with_its_pending_approval_in_studio(

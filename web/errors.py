@@ -1,7 +1,7 @@
 """One exception handler for the API: every failure becomes an :class:`~web.schemas.ErrorBody`.
 
-The error taxonomy (``policies.errors``) maps to HTTP status codes here and nowhere else.
-``permission_denied`` answers 404 like ``not_found``: over HTTP the only thing it can mean is
+The error taxonomy (``policies.errors``, with each code's status in ``HTTP_STATUS``) becomes
+the API's answers here. ``permission_denied`` answers 404 like ``not_found``: over HTTP the only thing it can mean is
 "not yours", and one owner must not learn that another's thread or approval exists.
 """
 
@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from psycopg import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from policies.errors import ErrorCode, InvalidArgs, TollgateError
+from policies.errors import HTTP_STATUS, InvalidArgs, TollgateError
 from web.hub import TurnStopped
 from web.schemas import ApiErrorCode, ErrorBody
 
@@ -27,18 +27,7 @@ __all__ = ["STATUS_BY_CODE", "InsufficientScope", "RateLimited", "Unauthenticate
 
 _log = logging.getLogger("tollgate.web")
 
-STATUS_BY_CODE: Final[dict[ErrorCode, int]] = {
-    "invalid_args": 422,
-    "off_list_id": 422,
-    "egress_denied": 422,
-    "not_found": 404,
-    "permission_denied": 404,
-    "approval_invalid": 409,
-    "approval_expired": 409,
-    "thread_read_only": 409,
-    "transient": 503,
-    "unavailable": 503,
-}
+STATUS_BY_CODE: Final = HTTP_STATUS
 """HTTP status per error code."""
 
 

@@ -40,7 +40,7 @@ AUDIT_VERSION: Final = 1
 
 _GENESIS: Final = "0" * 64
 
-Stage = Literal["picker", "gate", "ids", "propose", "approval", "execute", "offer", "serde", "runner", "http"]
+Stage = Literal["picker", "gate", "ids", "propose", "approval", "execute", "offer", "serde", "runner", "graph", "http"]
 """Where in the turn the decision was taken."""
 
 DetailValue = str | int | bool | list[str]

@@ -23,6 +23,7 @@ import logging
 import os
 import socket
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
@@ -38,7 +39,7 @@ from policies.errors import ErrorCode, TollgateError, Unavailable
 
 __all__ = [
     "LEASE_LOST", "Lease", "LeaseLost", "Leases", "bound", "check", "current", "fenced", "fenced_pipeline",
-    "fenced_transaction", "lost", "shielded",
+    "fenced_transaction", "lost", "shared", "shielded",
 ]
 
 _log = logging.getLogger(__name__)
@@ -307,6 +308,20 @@ class Leases:
                 yield lease
         finally:
             await shielded(self.release(lease), what="releasing a thread lease (it ends with its time limit)")
+
+
+_shared: weakref.WeakKeyDictionary[AsyncConnectionPool[Any], dict[tuple[float, float], Leases]] = (
+    weakref.WeakKeyDictionary())
+
+
+def shared(pool: AsyncConnectionPool[Any], settings: Any) -> Leases:
+    """The process's one :class:`Leases` over ``pool`` for ``settings``' ``thread_lease_seconds`` and
+    ``thread_wait_seconds`` (one renewal task for every lease it holds)."""
+    key = (float(settings.thread_lease_seconds), float(settings.thread_wait_seconds))
+    by_times = _shared.setdefault(pool, {})
+    if key not in by_times:
+        by_times[key] = Leases(pool, ttl_seconds=key[0], wait_seconds=key[1])
+    return by_times[key]
 
 
 async def shielded(work: Awaitable[Any], *, what: str) -> None:
