@@ -8,7 +8,8 @@ each action's allowed decisions are all checked (:func:`check_decision`, which t
 applies before it resumes, so a bad resume is refused with a typed error and never reaches the
 graph). A resume that fails any check leaves the whole request pending: the node asks again (a
 fresh ``interrupt()`` whose payload's ``refused`` says why: code, message, attempts left), up to
-:data:`_MAX_REFUSED` times. LangChain's standard resume, ``{"decisions": [...]}`` without a token,
+:data:`_MAX_REFUSED` times; one more closes the request as ``refused`` by the server (not
+``rejected``: nobody decided) and ends the turn saying so. LangChain's standard resume, ``{"decisions": [...]}`` without a token,
 is taken as this request's: the server holds the token and checks its binding to the run's owner.
 
 Each decision is recorded on its action's row (:mod:`graph.ledger.approvals`) before execute may run
@@ -26,14 +27,17 @@ from typing import Any, Final, Literal
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
+from langgraph.errors import GraphInterrupt
 from langgraph.types import interrupt
 
+from graph.events import EventSink
 from graph.ledger import approvals
 from graph.ledger.audit import AuditRecord, append_audit
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Gate, Pending, PendingAction, Plan, TurnState
-from nodes._common import NotRun, not_run, seal, sink_for, thread_id_of, with_calls
+from nodes._common import NotRun, not_run, seal, thread_id_of, with_calls
 from nodes.id_validation import bind_plan_ids
+from nodes.propose import announcement
 from policies.approval import args_hash, check_binding, read_token
 from policies.arguments import validate_args
 from policies.errors import ApprovalExpired, ApprovalInvalid, ErrorCode, InvalidArgs, OffListId, TollgateError
@@ -45,7 +49,8 @@ from tools.registry import function_name
 __all__ = ["Decided", "allowed_of", "check_decision", "make_approval", "waiting_actions"]
 
 _MAX_REFUSED: Final = 5
-"""Refused resumes a request survives in one node before it is closed as rejected."""
+"""Refused resumes a request survives in one run of the node; the next closes it as ``refused`` (by
+the server: nobody decided, nothing ran), never ``rejected`` as if a person had."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,16 +173,28 @@ def make_approval(provider: ServicesProvider) -> Any:
         turn_id = state.get("turn_id", "")
         decided: list[Decided] | None = None
         asked: ApprovalRequest = request
+        refusals = 0
         for attempt in range(_MAX_REFUSED + 1):
-            value = interrupt(asked)
+            try:
+                value = interrupt(asked)
+            except GraphInterrupt:
+                if refusals:
+                    # This run's resume was refused: it says so, then asks again (the earlier
+                    # refusals, replayed on this re-run, were said by their own runs).
+                    said = EventSink(runtime.stream_writer, turn_id, state.get("seq", 0) + 2 * (refusals - 1))
+                    said.emit("approval_decided", approval_id=pending["approval_id"], decision="refused",
+                              **asked["refused"])
+                    said.emit("approval_required", **announcement(asked, ctx.timezone))
+                raise
             try:
                 decided = check_decision(svc, ctx, thread_id, plans, pending, state, value, allowed_of(request))
                 break
             except TollgateError as exc:
                 # The request stays pending; the question asked again says why the last answer was refused.
+                refusals += 1
                 asked = request | {"refused": RefusedResume(code=exc.code, message=exc.message,
                                                             attempts_left=_MAX_REFUSED - attempt)}
-        sink = sink_for(state, runtime)
+        sink = EventSink(runtime.stream_writer, turn_id, state.get("seq", 0) + 2 * refusals)
         actions = waiting_actions(plans, pending)
         done: list[NotRun] = []
 
@@ -201,10 +218,12 @@ def make_approval(provider: ServicesProvider) -> Any:
 
         if decided is None:  # every decision refused: close it rather than ask forever
             for action, _ in actions:
-                await approvals.decide(svc.db.pool, action["approval_id"], thread_id, "reject", owner_id=ctx.owner_id)
+                await approvals.close(svc.db.pool, action["approval_id"], thread_id, "refused", "too_many_refusals",
+                                      owner_id=ctx.owner_id)
                 await audit(action, "invalid", "too_many_refusals", "approval_invalid")
             return closed_all("invalid", "approval_invalid", "too_many_refusals",
-                              "That approval kept receiving invalid decisions, so I closed it; nothing ran.", "refused")
+                              "That approval kept receiving invalid decisions, so the server closed it; nobody "
+                              "decided and nothing ran.", "refused")
         if decided[0].kind == "expired":
             for action, _ in actions:
                 await approvals.close(svc.db.pool, action["approval_id"], thread_id, "expired", "approval_expired",

@@ -44,7 +44,7 @@ from policies.provenance import Shown
 from policies.storable import visible_controls
 from tools.registry import ActionSpec, function_name
 
-__all__ = ["Proposed", "build_request", "joined_preview", "make_propose", "request_hash"]
+__all__ = ["Proposed", "announcement", "build_request", "joined_preview", "make_propose", "request_hash"]
 
 _log = logging.getLogger(__name__)
 _PROVENANCE_SECONDS: Final = 10.0
@@ -100,6 +100,22 @@ def build_request(actions: Sequence[Proposed], claims: ApprovalClaims, token: st
                         for a in actions],
         },
     )
+
+
+def announcement(request: ApprovalRequest, timezone: str) -> dict[str, Any]:
+    """The ``approval_required`` event's data for ``request`` (every action, its card, the expiry in
+    ``timezone``): what propose announces, and what the approval node announces again when it asks
+    anew after a refused resume."""
+    block = request["approval"]
+    expires = datetime.fromisoformat(block["expires_at"]).astimezone(ZoneInfo(timezone))
+    bindings = block.get("actions") or [{"id": block["id"], "tool": block["tool"], "action": block["action"]}]
+    actions = [{"approval_id": b["id"], "tool": b["tool"], "action": b["action"], "preview": r["description"],
+                "args": r["args"], "allowed_decisions": c["allowed_decisions"], "provenance": r.get("provenance") or {},
+                "warnings": r.get("warnings") or []}
+               for b, r, c in zip(bindings, request["action_requests"], request["review_configs"], strict=True)]
+    return {"approval_id": block["id"], "tool": block["tool"], "action": block["action"],
+            "preview": joined_preview([a["preview"] for a in actions]), "args": request["action_requests"][0]["args"],
+            "expires_at": expires.isoformat(), "actions": actions, "request": request.get("request", "")}
 
 
 def joined_preview(previews: Sequence[str]) -> str:
@@ -234,21 +250,8 @@ def make_propose(provider: ServicesProvider) -> Any:
                                 nonce=first.nonce)
         token = mint_token(claims, key)  # for one action: its own claims, so its own token
         request = build_request(actions, claims, token, request_text)
-        local_expiry = datetime.fromtimestamp(claims.exp, UTC).astimezone(ZoneInfo(ctx.timezone))
         preview = joined_preview([a.preview for a in actions])
-        sink.emit(
-            "approval_required",
-            approval_id=claims.nonce,
-            tool=first.tool,
-            action=first.action,
-            preview=preview,
-            args=actions[0].plan["args"],
-            expires_at=local_expiry.isoformat(),
-            actions=[{"approval_id": a.claims.nonce, "tool": a.plan["tool"], "action": a.plan["action"],
-                      "preview": a.preview, "args": a.plan["args"], "allowed_decisions": a.allowed,
-                      "provenance": a.provenance, "warnings": a.card.warnings} for a in actions],
-            request=request_text,
-        )
+        sink.emit("approval_required", **announcement(request, ctx.timezone))
         pending = Pending(
             approval_id=claims.nonce, token=token, expires_at=claims.expires_at.isoformat(), preview=preview,
             args_hash=claims.args_hash, actions=[PendingAction(approval_id=a.claims.nonce, call_id=a.plan["call_id"], tool=a.plan["tool"],

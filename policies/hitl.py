@@ -149,7 +149,8 @@ class RefusedResume(TypedDict):
     message: str
     """What was wrong, for the person."""
     attempts_left: int
-    """Refused resumes the request still survives before the server closes it, nothing run."""
+    """Resumes the request still takes; when every one of them is refused too, the server closes
+    it (``refused``: nobody decided, nothing ran)."""
 
 
 class ApprovalRequest(TypedDict):

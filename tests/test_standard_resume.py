@@ -9,8 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
+from graph.event_contract import EventContract
+from graph.events import TurnEvent
 from graph.state import Context
 from policies.errors import NotFound
 from graph.store.db import Database
@@ -93,3 +96,46 @@ async def test_a_new_message_says_it_replaced_a_request_only_when_one_was_still_
     model.push(say("Hello."))
     out = await turns.send(ctx, thread, "hello")
     assert "replaced the earlier request awaiting approval" in (out.reply or "")
+
+
+async def _resumed(turns: Turns, ctx: Context, thread: str, value: Any, contract: EventContract) -> list[TurnEvent]:
+    """One resume of the bare graph as ``langgraph dev`` runs it; its events, contract-checked."""
+    events: list[TurnEvent] = []
+    async for chunk in turns.runner.graph.astream(Command(resume=value), {"configurable": {"thread_id": thread}},
+                                                  context=ctx, stream_mode="custom"):
+        events.append(chunk["tollgate_event"])
+    contract.check_run(events, resume=True)
+    return events
+
+
+async def test_a_refused_resume_is_said_as_events_and_the_cap_closes_the_request_as_refused_by_the_server(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database
+) -> None:
+    """Each refused resume's run says why (``approval_decided`` ``refused`` with the reason, then the card
+    again), and the sixth closes the request as ``refused``: nobody decided, so never ``rejected``."""
+    thread = ctx.owner_id + "/std-cap"
+    before = await _tasks(db, ctx.owner_id)
+    contract = EventContract()
+    model.push(call("tasks__create", {"title": "Water the ferns"}))
+    events: list[TurnEvent] = []
+    async for chunk in turns.runner.graph.astream({"messages": [HumanMessage("add a task: water the ferns")]},
+                                                  {"configurable": {"thread_id": thread}}, context=ctx,
+                                                  stream_mode="custom"):
+        events.append(chunk["tollgate_event"])
+    contract.check_run(events)
+    approval_id = events[-1]["data"]["approval_id"]
+    two = {"decisions": [{"type": "approve"}, {"type": "approve"}]}
+    for left in (5, 4, 3, 2, 1):
+        said = await _resumed(turns, ctx, thread, two, contract)
+        assert [e["type"] for e in said] == ["approval_decided", "approval_required"]
+        assert said[0]["data"]["decision"] == "refused" and said[0]["data"]["attempts_left"] == left
+        assert "send one decision for each" in said[0]["data"]["message"]
+        assert said[1]["data"]["approval_id"] == approval_id
+    closed = await _resumed(turns, ctx, thread, two, contract)
+    assert closed[0]["data"] == {"approval_id": approval_id, "decision": "invalid", "code": "approval_invalid"}
+    assert "the server closed it; nobody decided and nothing ran" in closed[-1]["data"]["text"]
+    async with all_rows(db) as conn:
+        cur = await conn.execute("SELECT status, decision, error_code FROM approvals WHERE approval_id = %s",
+                                 (approval_id,))
+        assert await cur.fetchone() == {"status": "refused", "decision": None, "error_code": "too_many_refusals"}
+    assert await _tasks(db, ctx.owner_id) == before

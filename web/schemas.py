@@ -422,9 +422,10 @@ class DecidedApprovalOut(BaseModel):
     action: str
     preview: str
     """What it would have done, as the approver saw it."""
-    status: Literal["approved", "executing", "executed", "failed", "rejected", "expired", "superseded"]
+    status: Literal["approved", "executing", "executed", "failed", "rejected", "expired", "superseded", "refused"]
     decision: Literal["approve", "edit", "reject"] | None
-    """The owner's decision; ``None`` when it closed without one (expired, superseded)."""
+    """The owner's decision; ``None`` when it closed without one (expired, superseded, or ``refused``:
+    closed by the server after too many invalid decisions)."""
     decided_via: str | None
     """The surface the decision came through (``chat``: the web page or the API; ``cli``, ``studio``)."""
     owner_id: str

@@ -6,6 +6,7 @@
        │                          │            └───────▶ failed
        ├──reject──▶ rejected      └──(not run: error, cancel, crash)──▶ failed
        ├──expiry──▶ expired
+       ├──too many invalid decisions──▶ refused   (closed by the server: nobody decided)
        └──new message / run cancelled──▶ superseded
 
 The propose node lists a request (``pending``); the approval node records the person's decision
@@ -51,7 +52,8 @@ __all__ = [
     "supersede",
 ]
 
-ApprovalStatus = Literal["pending", "approved", "executing", "executed", "failed", "rejected", "expired", "superseded"]
+ApprovalStatus = Literal["pending", "approved", "executing", "executed", "failed", "rejected", "expired", "superseded",
+                         "refused"]
 """Where an approval is in its life."""
 OPEN_STATUSES: Final[tuple[ApprovalStatus, ...]] = ("pending", "approved", "executing")
 """Statuses that are not final."""
@@ -185,7 +187,8 @@ async def decide(
 
 
 async def close(
-    pool: AsyncConnectionPool[Any], approval_id: str, thread_id: str, status: Literal["expired", "superseded"],
+    pool: AsyncConnectionPool[Any], approval_id: str, thread_id: str,
+    status: Literal["expired", "superseded", "refused"],
     code: str | None = None, *, owner_id: str,
 ) -> bool:
     """Close ``owner_id``'s pending approval without running it; ``False`` if it was no longer pending."""
