@@ -17,8 +17,9 @@ whoever drives the graph, with or without Tollgate's runner in front:
   its pending approval decidable. Resuming (``Command(resume=...)``) is the one way in.
 * **Clean ends.** A run that does not end cleanly (cancelled, failed, closed early by its
   consumer) has its approvals brought back in line with its checkpoint and the effects ledger
-  (:func:`graph.ledger.approvals.reconcile`) before its thread is freed; so does the run that
-  takes over a thread whose holder's lease ran out.
+  (:func:`graph.ledger.approvals.reconcile`) before its thread is freed; the run that takes over
+  a thread whose holder died does that too, and closes the run the dead holder left open in the
+  thread's event log.
 * Synchronous runs are refused: they would hold no lease.
 """
 
@@ -35,6 +36,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from graph.ledger import approvals, effects
+from graph.ledger.event_log import close_abandoned
 from graph.ledger.audit import AuditRecord, append_audit
 from graph.services import ServicesProvider
 from graph.state import Context, Pending, Plan
@@ -113,6 +115,13 @@ class GovernedGraph(CompiledStateGraph[Any, Context, Any, Any]):
             settle=lambda keys: effects.settle_intents(services, owner_id, keys),
         )
 
+    async def take_over(self, thread_id: str, owner_id: str) -> list[approvals.Closed]:
+        """What the holder that took ``thread_id`` from a dead one does first: reconcile its approvals,
+        and close the run its event log left open (:mod:`graph.ledger.event_log`)."""
+        closed = await self.reconcile(thread_id, owner_id)
+        await close_abandoned((await self.services()).db.pool, thread_id, owner_id)
+        return closed
+
     # --- holding the thread -------------------------------------------------------------------
 
     @asynccontextmanager
@@ -122,8 +131,8 @@ class GovernedGraph(CompiledStateGraph[Any, Context, Any, Any]):
         The lease already held for this thread in this context is used as it is; otherwise one is
         taken (waiting for another holder, up to ``thread_wait_seconds``) with the thread's owner
         read in the same statement: another owner's thread (or a missing one, with
-        ``must_exist``) is ``NotFound``. A lease taken over from a holder that ran out of time is
-        reconciled first.
+        ``must_exist``) is ``NotFound``. A thread taken over from a holder that ran out of time is
+        brought back in line first (:meth:`take_over`).
         """
         held = leases.current()
         if held is not None and held.thread_id == thread_id:
@@ -134,7 +143,7 @@ class GovernedGraph(CompiledStateGraph[Any, Context, Any, Any]):
             if (lease.owner_id is None and must_exist) or (lease.owner_id not in (None, ctx.owner_id)):
                 raise NotFound("thread", thread_id)  # another owner's thread is indistinguishable from none
             if lease.stale:
-                await self.reconcile(thread_id, ctx.owner_id)
+                await self.take_over(thread_id, ctx.owner_id)
             yield lease
 
     # --- runs ---------------------------------------------------------------------------------

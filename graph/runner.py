@@ -59,9 +59,8 @@ _PENDING_SQL: Final = """SELECT approval_id, thread_id, tool, action, preview, r
                          AND (%s::text IS NULL OR thread_id = %s) ORDER BY created_at DESC"""
 _APPROVAL_SQL: Final = """SELECT thread_id, status, error, expires_at, request_id FROM approvals
                           WHERE approval_id = %s AND owner_id = %s"""
-_STALE_SQL: Final = """SELECT DISTINCT l.thread_id, a.owner_id FROM thread_leases l JOIN approvals a USING (thread_id)
+_STALE_SQL: Final = """SELECT l.thread_id, t.owner_id FROM thread_leases l JOIN threads t USING (thread_id)
                        WHERE l.holder IS NOT NULL AND l.expires_at < clock_timestamp()
-                         AND a.status IN ('pending', 'approved', 'executing')
                        LIMIT %s"""
 
 
@@ -196,11 +195,12 @@ class TurnRunner:
             _log.info("reconciled an approval of a turn that did not end cleanly: %s", item.status)
 
     async def recover_stale(self, *, limit: int = 100) -> int:
-        """Take and reconcile threads whose holder died with approvals open; return how many.
+        """Take over the threads whose holder died, and bring each back in line; return how many.
 
-        Run by the scheduler's tick: a process that was killed mid-turn leaves its approvals as
-        they were; this closes what cannot go on (nothing is left approved with nothing run, or
-        listed with nothing to resume).
+        Run by the scheduler's tick: a process killed mid-turn leaves its thread as it was, its
+        approvals open and its run open in the event log; taking it over (:meth:`graph.governed.
+        GovernedGraph.take_over`) closes what cannot go on (nothing is left approved with nothing
+        run, listed with nothing to resume, or running with nobody running it).
         """
         async with self.services.db.pool.connection() as conn, conn.transaction():
             await owner_scope.all_owners(conn)
@@ -210,10 +210,11 @@ class TurnRunner:
         for thread_id, owner_id in threads:
             lease = await self.leases.try_acquire(thread_id)
             if lease is None:
-                continue  # someone took it meanwhile, and reconciles it
+                continue  # someone took it meanwhile, and takes it over
             try:
                 with bound(lease):
-                    await self._reconcile(thread_id, owner_id)
+                    for item in await self.graph.take_over(thread_id, owner_id):
+                        _log.info("reconciled an approval of a turn that did not end cleanly: %s", item.status)
                 done += 1
             finally:
                 await self.leases.release(lease)

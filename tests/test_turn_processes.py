@@ -13,6 +13,8 @@ from pathlib import Path
 
 from graph._env import child_environment
 from graph.app import open_app
+from graph.events import TurnEvent
+from graph.ledger.event_log import INTERRUPTED_RUN_MESSAGE
 from graph.ledger.approval_contract import check_approvals
 from graph.settings import Settings
 from graph.state import Context
@@ -20,6 +22,8 @@ from graph.store.db import Database
 from policies.errors import ApprovalInvalid
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
+from web import store
+from web.hub import TurnHub
 
 _ROOT = Path(__file__).resolve().parent.parent
 _LEASE = 2.0
@@ -142,3 +146,55 @@ async def test_a_process_killed_mid_effect_leaves_nothing_approved_with_nothing_
         await check_approvals(db.pool, app.runner.graph, [thread])
     assert await _outbox(db, owner) == 0
     assert await _count(db, "SELECT count(*) FROM effects WHERE idem_key = %s", approval_id) == 0
+
+
+async def _follow(hub: TurnHub, thread: str, after_id: int) -> list[TurnEvent]:
+    return [event async for event in hub.follow(thread, after_id)]
+
+
+async def test_a_turn_killed_mid_execute_has_its_run_closed_by_the_tick_and_its_followers_end(
+    settings: Settings, db: Database, owner: str
+) -> None:
+    """A server killed inside an approved write leaves its run open in the event log: its thread reads
+    as running and a reconnecting client waits (120 s, once) for an event that never comes. The
+    scheduler's tick takes the thread over once the dead holder's lease ran out: the approval ends
+    ``failed``, and the run ends with a fatal ``unavailable`` event every follower gets."""
+    thread = owner + "/killed-logged"
+    approval_id = _out(_run(settings, "propose", owner, thread))["approval_id"]
+    died = await _hang_then_kill(settings, db, "approve-and-hang+logged", owner, thread, approval_id)
+    latest = await store.latest_event(db, thread)
+    assert latest is not None and not store.ends_run(latest)
+    assert store.thread_status(pending=False, latest=latest) == "running"
+    follower = asyncio.create_task(_follow(TurnHub(db, idle_seconds=120), thread, latest["id"]))
+    fast = settings.model_copy(update={"thread_lease_seconds": _LEASE})
+    async with open_app(fast, picker_model=ScriptedModel(steps=[])) as app:
+        while await app.runner.recover_stale() == 0:  # the tick, until the dead holder's lease ran out
+            assert time.monotonic() - died < _LEASE + 5, "the dead holder's thread was never taken over"
+            await asyncio.sleep(0.2)
+        events = await asyncio.wait_for(follower, timeout=5)
+        await check_approvals(db.pool, app.runner.graph, [thread])
+    assert time.monotonic() - died < _LEASE + 8
+    [end] = events
+    assert end["type"] == "error" and end["turn_id"] == latest["turn_id"] and end["seq"] == latest["seq"] + 1
+    assert end["data"] == {"code": "unavailable", "message": INTERRUPTED_RUN_MESSAGE, "fatal": True}
+    assert store.thread_status(pending=False, latest=await store.latest_event(db, thread)) == "idle"
+    assert await _count(db, "SELECT count(*) FROM approvals WHERE approval_id = %s AND status = 'failed'",
+                        approval_id) == 1
+    assert await _outbox(db, owner) == 0
+
+
+async def test_the_next_message_on_a_thread_whose_turn_was_killed_closes_that_turns_run_first(
+    settings: Settings, db: Database, owner: str
+) -> None:
+    thread = owner + "/killed-then-asked"
+    approval_id = _out(_run(settings, "propose", owner, thread))["approval_id"]
+    await _hang_then_kill(settings, db, "approve-and-hang+logged", owner, thread, approval_id)
+    dead = await store.latest_event(db, thread)
+    assert dead is not None and not store.ends_run(dead)
+    fast = settings.model_copy(update={"thread_lease_seconds": _LEASE})
+    async with open_app(fast, picker_model=_reader()) as app:
+        out = await app.runner.send(Context(owner_id=owner, timezone="Europe/Paris"), thread,
+                                    "what's on my calendar today?")
+    assert out.outcome == "read"
+    closed = [e async for e in TurnHub(db, idle_seconds=1).follow(thread, dead["id"], turn_id=dead["turn_id"])]
+    assert [(e["type"], e["data"].get("code")) for e in closed] == [("error", "unavailable")]
