@@ -11,6 +11,7 @@ clarify. The model never sets identity or tier: no schema has such a field, and 
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -18,7 +19,10 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage, AIMessageChunk, AnyMessage, BaseMessage, HumanMessage, ToolMessage, message_chunk_to_message,
+)
+from langchain_core.messages.tool import InvalidToolCall, ToolCall, invalid_tool_call, tool_call
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import Runtime
 
@@ -128,6 +132,46 @@ async def _audit(svc: Services, ctx: Context, config: RunnableConfig, turn_id: s
         args_hash=raw_args_hash(raw), thread_id=thread_id_of(config), turn_id=turn_id,
         mode=svc.settings.governance_mode, detail={"unknown_function": True} if function and not found else {},
     ), now=svc.clock())
+
+
+async def _answer(model: Runnable[Any, Any], messages: list[AnyMessage], config: RunnableConfig, sink: EventSink) -> Any:
+    """The model's answer, read as it streams: its text goes out as ``token_delta`` events as it
+    arrives (provisional, as the naturalizer's: the ``message_complete`` text, after the honesty
+    gate, is the reply), its tool calls are taken whole. A model without native streaming gives
+    its whole answer at once, with no deltas."""
+    full: AIMessageChunk | None = None
+    async for chunk in model.astream(messages, config):
+        if not isinstance(chunk, AIMessageChunk):
+            return chunk
+        full = chunk if full is None else full + chunk
+        if chunk.text:
+            sink.emit("token_delta", text=chunk.text)
+    if full is None:
+        return AIMessage(content="")
+    return _strictly_parsed(full)
+
+
+def _strictly_parsed(full: AIMessageChunk) -> AIMessage:
+    """The streamed answer as one message, each call's arguments parsed as strict JSON.
+
+    Not LangChain's own parse of the chunks: it repairs partial JSON (a stream cut after
+    ``{"to": ["sam@`` would read as a whole call), where a call whose arguments are not a whole
+    JSON object must be refused as invalid, as it is when the answer comes unstreamed.
+    """
+    calls: list[ToolCall] = []
+    invalid: list[InvalidToolCall] = []
+    for piece in full.tool_call_chunks:
+        name, raw, call_id = piece.get("name") or "", piece.get("args") or "", piece.get("id")
+        try:
+            args = json.loads(raw) if raw.strip() else {}
+        except (ValueError, RecursionError):  # not JSON, or nested past what the parser takes
+            args = None
+        if isinstance(args, dict):
+            calls.append(tool_call(name=name, args=args, id=call_id))
+        else:
+            invalid.append(invalid_tool_call(name=name, args=raw, id=call_id, error="arguments are not a JSON object"))
+    message = message_chunk_to_message(full)
+    return message.model_copy(update={"tool_calls": calls, "invalid_tool_calls": invalid})
 
 
 def make_picker(provider: ServicesProvider) -> Any:
@@ -255,7 +299,7 @@ def make_picker(provider: ServicesProvider) -> Any:
         cap = min(svc.settings.max_calls_per_step, MAX_ACTIONS)
         for attempt in range(2):
             try:
-                answer = await model.ainvoke(prompt + new_messages, config)
+                answer = await _answer(model, prompt + new_messages, config, sink)
             except ModelsUnavailable as exc:
                 # No fallback (production's default): say so, run nothing, and tell the surfaces why.
                 sink.emit("model_fallback", role="picker", failed=exc.failures, answered_by=None)

@@ -2,7 +2,9 @@
 
 Real sockets, real HTTP: the ``langchain-openai`` client under test cannot tell it from a
 provider. Each request takes the next scripted step: a JSON completion, an SSE stream of
-chunks, an error status, or a hang (for timeouts). Every request body is recorded.
+chunks, an error status, or a hang (for timeouts). A completion asked for as a stream
+(``"stream": true``) is sent as a provider streams it: its text, then each tool call, as SSE
+chunks. Every request body is recorded.
 """
 
 from __future__ import annotations
@@ -50,26 +52,50 @@ def tool_call(name: str, args: dict[str, Any] | str, *, usage: dict[str, int] | 
     return Step("json", body=_completion(message, usage))
 
 
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 0, "model": "stub-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def _usage_chunk(usage: dict[str, int]) -> dict[str, Any]:
+    return {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 0, "model": "stub-model",
+            "choices": [], "usage": usage}
+
+
+def _streamed(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A JSON completion as the SSE chunks a provider streams for it."""
+    choice = body["choices"][0]
+    message = choice["message"]
+    chunks = [_chunk({"role": "assistant", "content": ""})]
+    if message.get("content"):
+        chunks.append(_chunk({"content": message["content"]}))
+    for index, call in enumerate(message.get("tool_calls") or []):
+        chunks.append(_chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                              "function": {"name": call["function"]["name"], "arguments": ""}}]}))
+        chunks.append(_chunk({"tool_calls": [{"index": index,
+                                              "function": {"arguments": call["function"]["arguments"]}}]}))
+    chunks.append(_chunk({}, choice["finish_reason"]))
+    if "usage" in body:
+        chunks.append(_usage_chunk(body["usage"]))
+    return chunks
+
+
 def text(content: str, *, usage: dict[str, int] | None = None) -> Step:
     """A completion with text and no tool call."""
     return Step("json", body=_completion({"role": "assistant", "content": content}, usage))
 
 
-def sse_text(deltas: list[str], *, reasoning: list[str] | None = None, usage: dict[str, int] | None = None) -> Step:
-    """A streamed completion: optional reasoning deltas, then content deltas, then usage."""
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 0, "model": "stub-model",
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-    chunks = [chunk({"role": "assistant", "content": ""})]
-    chunks += [chunk({"reasoning_content": r}) for r in reasoning or []]
-    chunks += [chunk({"content": d}) for d in deltas]
-    chunks.append(chunk({}, "stop"))
+def sse_text(deltas: list[str], *, reasoning: list[str] | None = None, usage: dict[str, int] | None = None,
+             seconds: float = 0.0) -> Step:
+    """A streamed completion: optional reasoning deltas, then content deltas (``seconds`` apart), then usage."""
+    chunks = [_chunk({"role": "assistant", "content": ""})]
+    chunks += [_chunk({"reasoning_content": r}) for r in reasoning or []]
+    chunks += [_chunk({"content": d}) for d in deltas]
+    chunks.append(_chunk({}, "stop"))
     if usage is not None:
-        chunks.append({"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 0, "model": "stub-model",
-                       "choices": [], "usage": {"prompt_tokens": usage["in"], "completion_tokens": usage["out"],
-                                                "total_tokens": usage["in"] + usage["out"]}})
-    return Step("sse", chunks=chunks)
+        chunks.append(_usage_chunk({"prompt_tokens": usage["in"], "completion_tokens": usage["out"],
+                                    "total_tokens": usage["in"] + usage["out"]}))
+    return Step("sse", chunks=chunks, seconds=seconds)
 
 
 def status(code: int) -> Step:
@@ -101,6 +127,8 @@ class StubServer:
                 with stub._lock:
                     stub.requests.append(body)
                     step = stub.steps.pop(0) if stub.steps else status(599)
+                if body.get("stream") and step.kind == "json" and step.status == 200 and step.body:
+                    step = Step("sse", chunks=_streamed(step.body))
                 try:
                     stub._answer(self, step)
                 except (BrokenPipeError, ConnectionResetError):
@@ -129,7 +157,9 @@ class StubServer:
             handler.send_response(200)
             handler.send_header("Content-Type", "text/event-stream")
             handler.end_headers()
-            for chunk in step.chunks:
+            for index, chunk in enumerate(step.chunks):
+                if index and step.seconds and chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
+                    time.sleep(step.seconds)  # a model producing its tokens one after another
                 handler.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 handler.wfile.flush()
             handler.wfile.write(b"data: [DONE]\n\n")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from typing import Any
 
+import httpx
 import pytest
 
 from graph.app import default_picker
@@ -334,3 +336,35 @@ async def test_a_provider_that_refuses_connections_is_named_a_connection_failure
     out = await turns.send(ctx, ctx.owner_id + f"/refused-{offline}", "what's on my calendar today?")
     fallback = next(e["data"] for e in out.events if e["type"] == "model_fallback")
     assert fallback["failed"] == [{"provider": "gone", "error": "connection"}]
+
+
+async def test_the_pickers_text_answer_streams_to_the_client_as_token_deltas_over_http(
+    stub: StubServer, settings: Settings, demo_token: str
+) -> None:
+    """A real model's text answer streams through the picker, the event log and SSE as it is written:
+    each delta reaches the HTTP client before the model has finished (once, the reply came whole)."""
+    from httpx_sse import aconnect_sse
+
+    from tests.conftest import NOW
+    from tests.harness import Clock
+    from tests.server_harness import serve
+
+
+    cfg = settings.model_copy(update={"picker_providers": [_provider("local", stub)], "model_max_attempts": 1})
+    stub.push(sse_text(["Hello ", "there, ", "Sam."], seconds=0.4))
+    arrived: list[tuple[float, dict[str, Any]]] = []
+    with serve(cfg, clock=Clock(NOW)) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as client, aconnect_sse(
+            client, "POST", "/v1/chat", json={"message": "hi there"},
+            headers={"Authorization": f"Bearer {demo_token}"},
+        ) as source:
+            assert source.response.status_code == 200
+            async for message in source.aiter_sse():
+                arrived.append((time.monotonic(), message.json()))
+    assert stub.requests[0]["stream"] is True and stub.requests[0]["tools"]  # the picker's call, tools bound
+    kinds = [event["type"] for _, event in arrived]
+    deltas = [(at, event["data"]["text"]) for at, event in arrived if event["type"] == "token_delta"]
+    assert [text for _, text in deltas] == ["Hello ", "there, ", "Sam."]
+    assert kinds[-1] == "message_complete" and arrived[-1][1]["data"]["text"] == "Hello there, Sam."
+    assert kinds.index("token_delta") < kinds.index("message_complete")
+    assert arrived[-1][0] - deltas[0][0] >= 0.6  # the first delta came while the model was still writing

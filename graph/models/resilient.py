@@ -13,6 +13,7 @@ the graph can emit a ``model_fallback`` event and write the usage ledger.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -222,6 +223,9 @@ class ResilientChatModel(BaseChatModel):
         self, messages: list[BaseMessage], stop: list[str] | None = None,
         run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
+        """The first provider that opens its stream, streamed as it answers (text and tool calls),
+        with the turn's tools bound; the fallback's whole answer as one chunk when all failed."""
+        tools: list[Any] | None = kwargs.get("tools")
         failures: list[dict[str, str]] = []
         for provider in self.providers:
             stream: AsyncIterator[Any] | None = None
@@ -231,7 +235,7 @@ class ResilientChatModel(BaseChatModel):
                     with attempt:
                         # Retrying is only safe until the first token: open the stream and
                         # read one chunk inside the retry; afterwards a failure propagates.
-                        stream = provider.model.astream(messages).__aiter__()
+                        stream = self._bound(provider, tools).astream(messages).__aiter__()
                         first = await stream.__anext__()
             except StopAsyncIteration:
                 first, stream = AIMessageChunk(content=""), None
@@ -244,7 +248,17 @@ class ResilientChatModel(BaseChatModel):
                 async for chunk in stream:
                     yield ChatGenerationChunk(message=chunk)
             return
-        answer = await self._fallback_for(None, failures).ainvoke(messages)
-        chunk = AIMessageChunk(content=answer.content if isinstance(answer, AIMessage) else "")
+        answer = await self._fallback_for(tools, failures).ainvoke(messages)
+        chunk = _as_chunk(answer)
         self._mark(chunk, "offline", "offline", failures)
         yield ChatGenerationChunk(message=chunk)
+
+
+def _as_chunk(answer: Any) -> AIMessageChunk:
+    """A whole answer as one chunk, its tool calls included (as the chunks a stream would carry)."""
+    if not isinstance(answer, AIMessage):
+        return AIMessageChunk(content="")
+    calls = [{"name": c["name"], "args": json.dumps(c["args"]), "id": c.get("id"), "index": i}
+             for i, c in enumerate(answer.tool_calls)]
+    return AIMessageChunk(content=answer.content, tool_call_chunks=calls, usage_metadata=answer.usage_metadata,
+                          response_metadata=dict(answer.response_metadata))

@@ -269,6 +269,7 @@ function runView(placeholder = null) {
         streamed += event.data.text || event.data.delta || "";
         ensureBubble().textContent = streamed;
       } else if (event.type === "tool_start") {
+        streamed = "";  // text a model wrote before its calls was provisional; the reply follows them
         ensureBubble().textContent = `Running ${event.data.tool}.${event.data.action}…`;
       } else if (event.type === "message_complete") {
         setMarkdown(ensureBubble(), event.data.text);
