@@ -12,7 +12,7 @@ import asyncio
 import os
 import subprocess
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,7 +23,7 @@ from langgraph_sdk import get_client
 from langgraph_sdk.errors import AuthenticationError, NotFoundError, PermissionDeniedError
 from langgraph_sdk.client import LangGraphClient
 
-from graph._env import child_environment, stop_group
+from graph._env import stop_group
 from graph.app import open_app
 from graph.event_contract import EventContract
 from graph.events import TurnEvent
@@ -39,46 +39,13 @@ from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, say
 from tests.harness import Turns
 from tests.readme_blocks import blocks_run_by
+from tests.studio_harness import LANGGRAPH as _LANGGRAPH
+from tests.studio_harness import studio_env as _env
+from tests.studio_harness import studio_url  # noqa: F401 - a fixture
 from tools.demo import seed_demo
 from web.auth import issue_token
 
 _ROOT = Path(__file__).resolve().parent.parent
-_LANGGRAPH = _ROOT / ".venv-studio" / "bin" / "langgraph"
-def _env(settings: Settings) -> dict[str, str]:
-    """The process environment: the session database, no model endpoint, nothing phoning home.
-
-    Its default timezone is UTC, the zone the demo owners' data is placed in: a run without a
-    profile or a claimed zone takes the default, and in another zone "today" differs for an hour
-    around midnight (the tests failed from 23:00 to 24:00 UTC in Paris's winter)."""
-    return child_environment(settings, TOLLGATE_DEFAULT_TIMEZONE="UTC")
-
-
-@pytest.fixture(scope="module")
-def studio_url(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``langgraph dev`` on a free loopback port, over the session database."""
-    if not _LANGGRAPH.exists():
-        message = f"{_LANGGRAPH.relative_to(_ROOT)} is missing: run `make setup-studio`"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    workdir = tmp_path_factory.mktemp("studio")  # langgraph dev keeps its own run metadata in ./.langgraph_api
-    log = workdir / "langgraph-dev.log"
-    port = free_port()
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(_LANGGRAPH), "dev", "--config", str(_ROOT / "langgraph.json"), "--host", "127.0.0.1",
-             "--port", str(port), "--no-browser", "--no-reload"],
-            cwd=workdir, env=_env(settings), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_answering(f"{url}/ok", proc, log, what="langgraph dev")
-        yield url
-    finally:
-        stop_group(proc)
-
-
 def _client(url: str, token: str | None) -> LangGraphClient:
     """A ``langgraph_sdk`` client, as Studio talks to the local API (with the owner's bearer token)."""
     return get_client(url=url, headers={"Authorization": f"Bearer {token}"} if token else None)
