@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.async_api import Page, async_playwright, expect
+from playwright.async_api import Page, expect
 
 from graph._env import stop_group
 from graph.services import utc_now
@@ -30,7 +30,7 @@ from graph.store.db import Database
 from tests.children import free_port, wait_answering
 from tests.conftest import all_rows
 from tests.studio_harness import studio_url  # noqa: F401 - a fixture
-from tests.test_web_browser import _ARGS, chromium  # noqa: F401 - a fixture
+from tests.test_web_browser import _page, chromium  # noqa: F401 - a fixture
 from tools.demo import seed_demo
 from web.auth import issue_token
 
@@ -88,17 +88,10 @@ async def chat_owner(db: Database, owner: str) -> str:
 
 @pytest.fixture
 async def page(chromium: Path, tmp_path: Path) -> AsyncIterator[Page]:  # noqa: F811 - the fixture above
-    async with async_playwright() as pw:
-        context = await pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=str(chromium), headless=True, args=_ARGS,
-            viewport={"width": 1400, "height": 1000},
-        )
-        try:
-            page = context.pages[0] if context.pages else await context.new_page()
-            page.set_default_timeout(_WAIT_MS)
-            yield page
-        finally:
-            await context.close()
+    """A fresh headless Chromium page (the UI's own console warnings are its business, not checked)."""
+    async with _page(chromium, tmp_path, []) as opened:
+        opened.set_default_timeout(_WAIT_MS)
+        yield opened
 
 
 async def _count(db: Database, sql: str, owner: str) -> int:
