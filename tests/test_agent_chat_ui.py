@@ -124,9 +124,13 @@ async def _until(read: Callable[[], Awaitable[Any]], expected: Any) -> None:
 
 
 async def _send(page: Page, text: str) -> None:
+    """Type ``text`` and send it once the UI takes a message (its Send button is disabled while a run streams)."""
     box = page.get_by_placeholder("Type your message...")
     await box.fill(text)
-    await box.press("Enter")
+    send = page.get_by_role("button", name="Send", exact=True)
+    await expect(send).to_be_enabled()
+    await send.click()
+    await expect(box).to_have_value("")  # taken: the UI clears its box when it sends
 
 
 async def _shot(page: Page, name: str) -> None:

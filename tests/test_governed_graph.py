@@ -138,8 +138,10 @@ async def test_a_bare_graph_run_and_a_runner_turn_on_one_thread_run_one_after_th
     ended = time.monotonic()
     assert (await server).reply is not None
     assert len(starts) == 2 and starts[1] >= ended  # the server's model call began after the bare run ended
-    history = [s.values.get("reply") async for s in turns.runner.graph.aget_state_history(_config(thread))]
-    assert history.index("Second.") < history.index("First.")  # one line of checkpoints, in order: no fork
+    async with all_rows(db) as conn:  # both turns in the thread's transcript, one after the other
+        cur = await conn.execute("SELECT content FROM transcript WHERE thread_id = %s AND role = 'assistant' ORDER BY id",
+                                 (thread,))
+        assert [r["content"] for r in await cur.fetchall()] == ["First.", "Second."]
     async with all_rows(db) as conn:
         cur = await conn.execute("SELECT holder FROM thread_leases WHERE thread_id = %s", (thread,))
         assert await cur.fetchone() == {"holder": None}  # freed when the run ended
