@@ -52,12 +52,21 @@ class _SyncOnExit:
     """The pipeline handle given to LangGraph's saver inside a fenced block: its ``sync`` waits for the block.
 
     The saver syncs its pipeline after each operation; inside :func:`graph.store.leases.fenced_pipeline`
-    the block's exit syncs anyway, and a second Sync is a round trip with nothing in it. Deferring
-    the saver's is safe: psycopg still flushes a pipeline whenever a result is read.
+    the block's exit syncs anyway, and a second Sync is a round trip with nothing in it (one of the
+    9 of a read turn: bench P6). Deferring the saver's is safe: psycopg still flushes a pipeline
+    whenever a result is read. This leans on how the saver uses its ``pipe`` (only ``sync``, after
+    each operation), which LangGraph does not promise: anything else it asks of the stand-in fails
+    loudly, and ``tests/test_checkpointer_pipeline.py`` drives every fenced operation through it.
     """
+
+    __slots__ = ()
 
     async def sync(self) -> None:
         """Nothing now: the fenced block's exit sends the Sync that commits."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"LangGraph's Postgres saver used pipe.{name}: Tollgate's stand-in "
+                             "(graph/store/checkpointer.py _SyncOnExit) supports only sync(); update it")
 
 
 class TollgateSaver(AsyncPostgresSaver):
