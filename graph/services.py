@@ -38,6 +38,9 @@ class Hooks:
     """Called with the idempotency key right after a write and its ledger row commit."""
     inside_effect: Callable[[str], Awaitable[None]] | None = None
     """Awaited with the idempotency key inside a write's transaction, just before its executor runs."""
+    before_remote_call: Callable[[str], Awaitable[None]] | None = None
+    """Awaited with the idempotency key once a remote write's intent is committed, before its call
+    (where a process that stalls would come back after its lease ran out)."""
 
 
 @dataclass(frozen=True, slots=True)

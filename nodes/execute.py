@@ -176,7 +176,10 @@ async def _run_remote(
 
     An intent found from an earlier attempt that stopped in between is never run again: the
     tool's ``reconcile`` hook settles it (:func:`graph.ledger.effects.settle`), and an outcome it cannot
-    establish raises :class:`OutcomeUnknown`.
+    establish raises :class:`OutcomeUnknown`. Right before the call the turn's lease is renewed, or
+    :class:`~graph.store.leases.LeaseLost` is raised and nothing is sent: a process that stalled
+    past its lease never sends after its successor settled the intent as not run, and the call
+    (bounded by ``egress_timeout_seconds``) starts with a whole lease's time ahead of it.
     """
     action = f"{plan['tool']}.{plan['action']}"
     async with leases.fenced_transaction(svc.db.pool, owner=ctx.owner_id) as conn:
@@ -196,6 +199,9 @@ async def _run_remote(
         if state == "failed":
             raise ToolFailed(action)
         raise OutcomeUnknown(action)
+    if svc.hooks.before_remote_call is not None:
+        await svc.hooks.before_remote_call(key)
+    await _renewed_or_lost(svc)
     try:
         cleaned = storable(await _call(spec, plan, _context(svc, ctx, plan, None, key), args))
     except TollgateError as exc:
@@ -209,6 +215,13 @@ async def _run_remote(
     if svc.hooks.after_effect_commit is not None:
         svc.hooks.after_effect_commit(key)
     return cleaned.value, False, cleaned.changed
+
+
+async def _renewed_or_lost(svc: Services) -> None:
+    """Renew the turn's lease now; :class:`~graph.store.leases.LeaseLost` when another holder took it."""
+    lease = leases.current()
+    if lease is not None and lease not in await leases.shared(svc.db.pool, svc.settings).renew([lease]):
+        raise leases.LeaseLost(lease.thread_id, lease.fence)
 
 
 async def _entry(svc: Services, key: str, owner_id: str) -> effects.Entry | None:

@@ -22,11 +22,12 @@ from graph._env import child_environment
 from graph.app import open_app
 from graph.perimeter.config import egress_client
 from graph.runner import TurnRunner
-from graph.services import Services
+from graph.services import Hooks, Services
 from graph.settings import Settings
 from graph.state import Context
 from graph.store.checkpointer import open_checkpointer
 from graph.store.db import Database
+from graph.store.leases import LeaseLost
 from graph.turn import build_graph
 from policies.errors import ApprovalInvalid
 from tests.conftest import all_rows
@@ -160,3 +161,25 @@ async def test_a_process_killed_after_the_remote_call_never_repeats_it(
         assert status == "failed" and error is not None and "could not confirm whether it happened" in error
         assert "could not confirm whether it happened" in refused.value.message  # the owner is told
         assert await _ledger(db, approval_id) == "unknown" and reconciled == ["remote_unknown"]
+
+
+async def test_a_process_that_stalls_past_its_lease_before_the_remote_call_sends_nothing(
+    services: Services, db: Database, service: PaymentService, model: ScriptedModel, ctx: Context
+) -> None:
+    """The zombie window: the intent is committed, then the process stalls until its lease ran out and
+    a successor took the thread (and would settle the intent as not run). Back, it must not send."""
+    async def stall_until_taken(key: str) -> None:
+        async with all_rows(db) as conn:  # the successor's take: the lease's fence moves on
+            await conn.execute("UPDATE thread_leases SET holder = 'successor', fence = fence + 1,"
+                               " expires_at = clock_timestamp() + interval '30 seconds'"
+                               " WHERE thread_id = (SELECT thread_id FROM approvals WHERE approval_id = %s)", (key,))
+
+    svc = replace(services, registry=Registry((*builtin_tools(), payments_tool(service.url))),
+                  egress=egress_client(services.settings.model_copy(update=_loopback(service))),
+                  hooks=Hooks(before_remote_call=stall_until_taken))
+    turns = Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
+    approval_id = await _proposed(turns, model, ctx, ctx.owner_id + "/zombie")
+    with pytest.raises(LeaseLost):
+        await turns.decide(ctx, approval_id, {"type": "approve"})
+    assert service.payments == []  # nothing was sent
+    assert await _ledger(db, approval_id) == "intent"  # left for the successor to settle
