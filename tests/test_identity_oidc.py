@@ -8,6 +8,7 @@ token of another owner, missing scopes; and the keys are only ever fetched throu
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -52,6 +53,8 @@ class Provider:
     keys: dict[str, Any] = field(default_factory=dict)  # kid -> private key
     published: list[str] = field(default_factory=list)  # the kids its JWKS lists
     jwks_hits: int = 0
+    jwks_down: bool = False  # its key endpoint answers 503, after jwks_delay seconds
+    jwks_delay: float = 0.0
 
     def jwks(self) -> dict[str, Any]:
         out = []
@@ -96,6 +99,10 @@ async def provider() -> AsyncIterator[Provider]:
 
     async def jwks(request: Request) -> JSONResponse:
         state.jwks_hits += 1
+        if state.jwks_delay:
+            await asyncio.sleep(state.jwks_delay)
+        if state.jwks_down:
+            return JSONResponse({"error": "down"}, status_code=503)
         return JSONResponse(state.jwks())
 
     app = Starlette(routes=[Route("/.well-known/openid-configuration", discovery), Route("/jwks", jwks)])
@@ -349,3 +356,51 @@ async def test_studio_takes_the_providers_tokens_too(
         await stranger.aclose()
     finally:
         stop_group(proc)
+
+
+@pytest.mark.parametrize(("header", "claims", "why"), [
+    ({}, {"nonce": "n-0S6_WzA2Mj"}, "an ID token's nonce"),
+    ({}, {"at_hash": "77QmUPtjPfzWtF2AnpK9RQ"}, "an ID token's at_hash"),
+    ({"typ": "id_token+jwt"}, {}, "a typ that is not an access token's"),
+    ({}, {"exp": str(int(time.time()) + 300)}, "exp as a string of digits"),
+    ({}, {"iat": str(int(time.time()))}, "iat as a string of digits"),
+    ({}, {"nbf": True}, "nbf as a boolean"),
+])
+async def test_id_tokens_and_time_claims_that_are_not_numbers_are_refused(
+    settings: Settings, provider: Provider, owner: str, header: dict[str, Any], claims: dict[str, Any], why: str
+) -> None:
+    authenticator = OidcAuthenticator.from_settings(_oidc_settings(settings, provider))
+    now = int(time.time())
+    body = {"iss": provider.issuer, "aud": _AUDIENCE, "sub": owner, "iat": now, "exp": now + 300} | claims
+    token = jwt.encode(body, provider.keys["rsa-1"], algorithm="RS256", headers={"kid": "rsa-1"} | header)
+    assert await authenticator.authenticate({"authorization": f"Bearer {token}"}) is None, why
+    clean = {"iss": provider.issuer, "aud": _AUDIENCE, "sub": owner, "iat": now, "exp": now + 300}
+    for typ in ("at+jwt", "application/at+jwt", "JWT"):  # access tokens as providers send them still pass
+        good = jwt.encode(clean, provider.keys["rsa-1"], algorithm="RS256", headers={"kid": "rsa-1", "typ": typ})
+        assert await authenticator.authenticate({"authorization": f"Bearer {good}"}) is not None, typ
+
+
+async def test_a_key_endpoint_that_is_down_costs_one_fetch_not_one_per_request(provider: Provider) -> None:
+    """Once the cached keys are stale and the provider is down: six requests at once wait for one
+    fetch (they once waited behind six, one after the other), the keys held keep serving, and no
+    fetch is tried again until the backoff has passed."""
+    now = [0.0]
+    policy = EgressPolicy.build(mode="enforce", allow_hosts={provider.issuer.removeprefix("http://")},
+                                allow_networks=["127.0.0.0/8"])
+    keys = JwksKeys(EgressClient(policy), issuer=provider.issuer, jwks_url=None, ttl=60, refetch=0,
+                    clock=lambda: now[0])
+    assert await keys.key("rsa-1") is not None
+    provider.jwks_down, provider.jwks_delay = True, 0.5
+    try:
+        now[0] = 61.0  # the cache ran out
+        before, started = provider.jwks_hits, time.monotonic()
+        found = await asyncio.gather(*(keys.key("rsa-1") for _ in range(6)))
+        assert all(key is not None for key in found)  # the stale keys serve
+        assert provider.jwks_hits - before == 1 and time.monotonic() - started < 2.0
+        assert await keys.key("rsa-1") is not None and provider.jwks_hits - before == 1  # within the backoff
+        now[0] = 63.0  # past the first backoff (1 s): one more try, then a longer backoff
+        await keys.key("rsa-1")
+        await keys.key("rsa-1")
+        assert provider.jwks_hits - before == 2
+    finally:
+        provider.jwks_down, provider.jwks_delay = False, 0.0

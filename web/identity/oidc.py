@@ -9,8 +9,16 @@ the egress transport (pinned addresses, size and time caps), from the issuer's h
 What is refused, before any key is used: a token whose ``alg`` is not one of the configured
 asymmetric algorithms (so ``none`` and HMAC, including "HS256 signed with the public key", never
 verify), an unknown ``kid`` after one refetch of the keys, a key whose type or declared ``alg``
-does not fit the token's. The owner is the configured claim (``sub``, or a verified ``email``),
+does not fit the token's. After the signature: an ID token offered as an access token (RFC 9068:
+a ``typ`` other than ``at+jwt``, or ``JWT`` from providers that still send it, and ID-token-only
+claims, ``nonce``, ``at_hash``, ``c_hash``), and time claims that are not numbers (PyJWT takes
+``"exp": "1999999999"``). The owner is the configured claim (``sub``, or a verified ``email``),
 and must be a valid owner id.
+
+The keys are fetched once at a time: requests that arrive during a fetch wait for that one, and
+a failed fetch is not tried again for a backoff (1 s, doubling to the refetch interval or 60 s),
+during which the keys already held keep serving, so a provider that is down costs one timeout,
+not one per request.
 """
 
 from __future__ import annotations
@@ -39,6 +47,13 @@ __all__ = ["JwksKeys", "OidcAuthenticator"]
 _log = logging.getLogger("tollgate.identity")
 
 _KEY_TYPES: Final = {"RS": "RSA", "PS": "RSA", "ES": "EC", "Ed": "OKP"}
+_ACCESS_TOKEN_TYPES: Final = frozenset({"at+jwt", "application/at+jwt", "jwt"})
+"""``typ`` values of an access token: RFC 9068's, and ``JWT``, which many providers still send."""
+_ID_TOKEN_CLAIMS: Final = ("nonce", "at_hash", "c_hash")
+"""Claims only an ID token carries (OpenID Connect Core 1.0, section 2 and 3.3.2.11)."""
+_TIME_CLAIMS: Final = ("exp", "nbf", "iat")
+_FIRST_BACKOFF: Final = 1.0
+_MAX_BACKOFF: Final = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +82,8 @@ class JwksKeys:
         self._clock = clock
         self._keys: dict[str, _Key] = {}
         self._fetched_at: float | None = None
+        self._failed_until = 0.0
+        self._backoff = _FIRST_BACKOFF
         self._lock = asyncio.Lock()
 
     async def _get_json(self, url: str) -> Any:
@@ -99,20 +116,26 @@ class JwksKeys:
         self._fetched_at = self._clock()
 
     async def key(self, kid: str | None) -> _Key | None:
-        """The key for ``kid`` (``None``: the only key there is), fetching or refetching as needed."""
+        """The key for ``kid`` (``None``: the only key there is), fetching or refetching as needed.
+
+        One fetch at a time: a caller that waited for another's fetch uses its result. After a
+        failed fetch none is tried until the backoff has passed; the keys held meanwhile serve.
+        """
         async with self._lock:
             now = self._clock()
             stale = self._fetched_at is None or now - self._fetched_at >= self._ttl
             unknown = kid is not None and kid not in self._keys
             may_refetch = self._fetched_at is None or now - self._fetched_at >= self._refetch
-            if stale or (unknown and may_refetch):
+            if (stale or (unknown and may_refetch)) and now >= self._failed_until:
                 try:
                     await self._fetch()
                 except (TollgateError, ValueError, OSError) as exc:
                     # Keep the keys we have (a provider that is briefly down must not log everyone out).
                     _log.warning("fetching the OIDC signing keys failed: %s", type(exc).__name__)
-                    if self._fetched_at is None:
-                        return None
+                    self._failed_until = self._clock() + self._backoff
+                    self._backoff = min(self._backoff * 2, max(self._refetch, _MAX_BACKOFF))
+                else:
+                    self._failed_until, self._backoff = 0.0, _FIRST_BACKOFF
             if kid is None:
                 return next(iter(self._keys.values())) if len(self._keys) == 1 else None
             return self._keys.get(kid)
@@ -155,6 +178,9 @@ class OidcAuthenticator:
         alg = header.get("alg")
         if alg not in self.algorithms:  # none, HS256 (the public key as a secret), anything not configured
             return self._refused("algorithm")
+        typ = header.get("typ")
+        if typ is not None and (not isinstance(typ, str) or typ.lower() not in _ACCESS_TOKEN_TYPES):
+            return self._refused("not_an_access_token")
         kid = header.get("kid")
         key = await self.keys.key(kid if isinstance(kid, str) else None)
         if key is None:
@@ -168,6 +194,11 @@ class OidcAuthenticator:
             )
         except jwt.PyJWTError as exc:
             return self._refused(type(exc).__name__)
+        if any(name in claims for name in _ID_TOKEN_CLAIMS):
+            return self._refused("id_token")
+        if any(name in claims and (isinstance(claims[name], bool) or not isinstance(claims[name], int | float))
+               for name in _TIME_CLAIMS):
+            return self._refused("time_claim_not_a_number")
         return self._identity(claims)
 
     def _identity(self, claims: Mapping[str, Any]) -> Identity | None:
