@@ -6,9 +6,14 @@ import asyncio
 import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import graph._env  # noqa: F401  - strict msgpack and no telemetry before langgraph loads
 import pytest
+
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
 
 from graph.process import event_loop
 from graph.settings import Settings
@@ -84,9 +89,16 @@ async def db(settings: Settings) -> AsyncIterator[Database]:
 async def admin_db(settings: Settings, database_url: str) -> AsyncIterator[Database]:
     """The session database as its privileged role, for what only an operator or an attacker with the
     database's keys does (migrate, create roles or databases, tamper with the audit log)."""
-    privileged = settings.model_copy(update={"database_url": database_url, "migration_database_url": None})
-    async with open_database(privileged, migrate=False) as database:
-        yield database
+    # Not through open_database: that serves only as a role row-level security binds (it would drop
+    # this one to tollgate_app), and this fixture is the role that is not bound.
+    pool: AsyncConnectionPool[AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
+        database_url, min_size=1, max_size=4, open=False,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row})
+    await pool.open(wait=True, timeout=30)
+    try:
+        yield Database(url=database_url, pool=pool, admin_url=database_url)
+    finally:
+        await pool.close()
 
 
 @pytest.fixture
@@ -170,9 +182,6 @@ def bg_settings(settings: Settings) -> Settings:
 
 
 from contextlib import asynccontextmanager  # noqa: E402
-from typing import Any  # noqa: E402
-
-from psycopg import AsyncConnection  # noqa: E402
 
 
 @asynccontextmanager

@@ -26,7 +26,7 @@ from psycopg.conninfo import make_conninfo
 from graph.app import open_app
 from graph.settings import Settings
 from graph.state import Context
-from graph.store.db import SERVING_ROLE, Database, open_database
+from graph.store.db import SERVING_ROLE, Database, RowSecurityOff, open_database
 from graph.store.embedded import stop
 from tests.test_row_security import unscoped_queries_see_nothing
 
@@ -104,4 +104,38 @@ async def test_an_external_server_serves_as_database_urls_user_and_migrates_as_t
             await unscoped_queries_see_nothing(served, mine, mine + "_b")
     finally:
         async with admin_db.pool.connection() as conn:
+            await conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+async def test_a_superuser_database_url_serves_as_tollgate_app_with_row_security_on(
+    settings: Settings, database_url: str
+) -> None:
+    """The usual external set-up, ``DATABASE_URL`` naming ``postgres``: row-level security does not bind
+    a superuser, so every pooled connection drops to ``tollgate_app`` (once, every owner's rows showed)."""
+    external = settings.model_copy(update={"database_url": database_url, "migration_database_url": None})
+    async with open_database(external, migrate=False) as served:
+        async with served.pool.connection() as conn:
+            row = await (await conn.execute("SELECT current_user AS who, session_user AS login")).fetchone()
+        assert row is not None and row["who"] == "tollgate_app" and row["who"] != row["login"]
+        mine = "o_" + secrets.token_hex(6)
+        await unscoped_queries_see_nothing(served, mine, mine + "_b")
+
+
+async def test_a_bypassrls_role_that_cannot_drop_to_tollgate_app_is_refused_by_name(
+    settings: Settings, admin_db: Database
+) -> None:
+    role = f"tollgate_bypass_{secrets.token_hex(3)}"
+    async with admin_db.pool.connection() as conn:
+        await conn.execute(sql.SQL("CREATE ROLE {} LOGIN BYPASSRLS").format(sql.Identifier(role)))
+        await conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(sql.Identifier(role)))
+    try:
+        external = settings.model_copy(update={"database_url": make_conninfo(admin_db.url, user=role),
+                                               "migration_database_url": admin_db.url})
+        with pytest.raises(RowSecurityOff, match=role) as refused:
+            async with open_database(external, migrate=False):
+                pass
+        assert "approvals" in refused.value.tables and "CREATE ROLE tollgate_serve" in str(refused.value)
+    finally:
+        async with admin_db.pool.connection() as conn:
+            await conn.execute(sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {}").format(sql.Identifier(role)))
             await conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -27,7 +28,10 @@ from graph.store.migrations import MIGRATIONS, SUMMARIES
 if TYPE_CHECKING:
     from tools.registry import Registry
 
-__all__ = ["SERVING_ROLE", "Database", "DatabaseUnreachable", "ToolMigrationChanged", "apply_migrations", "apply_tool_migrations", "embedded_url", "open_database"]
+__all__ = ["SERVING_ROLE", "Database", "DatabaseUnreachable", "RowSecurityOff", "ToolMigrationChanged", "apply_migrations",
+           "apply_tool_migrations", "embedded_url", "open_database"]
+
+_log = logging.getLogger("tollgate.db")
 
 # How long start-up waits for the database before saying it cannot reach it.
 _CONNECT_SECONDS = 5.0
@@ -141,6 +145,51 @@ class ToolMigrationChanged(RuntimeError):
         super().__init__(f"migration step {step} of tool {tool!r} changed after it was applied; add a new step instead")
 
 
+class RowSecurityOff(RuntimeError):
+    """The serving role is exempt from row-level security (a superuser, BYPASSRLS) and cannot drop to
+    ``tollgate_app``: refused at start-up, with the role, the tables and how to fix it."""
+
+    def __init__(self, role: str, tables: list[str]) -> None:
+        self.role = role
+        self.tables = tables
+        super().__init__(
+            f"refusing to serve as database role {role!r}: row-level security does not apply to it on "
+            f"{', '.join(tables[:5])}{' ...' if len(tables) > 5 else ''} (a superuser or a BYPASSRLS role), and it is not "
+            "a member of tollgate_app to drop to. Serve as a role without those: CREATE ROLE tollgate_serve LOGIN "
+            "PASSWORD '...' NOSUPERUSER NOBYPASSRLS IN ROLE tollgate_app; then DATABASE_URL=postgresql://tollgate_serve@... "
+            "and TOLLGATE_MIGRATION_DATABASE_URL=<this role's URL> for schema changes")
+
+
+# Every table the owner policy binds (migration 0017's tollgate_owner_rls), and whether it binds the
+# current role there: row_security_active() is false for a superuser, a BYPASSRLS role, and a
+# table owner unless the table FORCEs it.
+_RLS_OFF_SQL: Final = """SELECT c.relname AS table FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid
+                         WHERE p.polname = 'owner_scope' AND NOT row_security_active(c.oid) ORDER BY 1"""
+_DROPPED_ROLE: Final = "tollgate_app"
+
+
+async def _serving_role(url: str) -> str | None:
+    """The role the pool must ``SET ROLE`` to for row-level security to bind it (``None``: it binds
+    the login role already); :class:`RowSecurityOff` when no role would."""
+    async with await AsyncConnection.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        cur = await conn.execute(_RLS_OFF_SQL)
+        if not (off := [r["table"] for r in await cur.fetchall()]):
+            return None
+        cur = await conn.execute("SELECT current_user AS role, pg_has_role(current_user, %s, 'MEMBER') AS member"
+                                 " FROM pg_roles WHERE rolname = %s", (_DROPPED_ROLE, _DROPPED_ROLE))
+        row = await cur.fetchone()
+        if row is None or not row["member"]:
+            who = await (await conn.execute("SELECT current_user AS role")).fetchone()
+            raise RowSecurityOff(str(who["role"]) if who else "?", off)
+        await conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(_DROPPED_ROLE)))
+        cur = await conn.execute(_RLS_OFF_SQL)
+        if still := [r["table"] for r in await cur.fetchall()]:
+            raise RowSecurityOff(str(row["role"]), still)
+        _log.warning("database role %r is exempt from row-level security; every pooled connection drops to %s",
+                     row["role"], _DROPPED_ROLE)
+        return _DROPPED_ROLE
+
+
 SERVING_ROLE: Final = "tollgate_serve"
 """The login role the embedded setup serves as: a member of ``tollgate_app`` (migration 0003), so it
 may use Tollgate's tables but not change their schema, and only read and append the audit log."""
@@ -192,6 +241,9 @@ async def open_database(settings: Settings, *, migrate: bool = True) -> AsyncIte
 
     The embedded server is served as :data:`SERVING_ROLE`, never as its superuser; an external
     one as ``DATABASE_URL``'s user, with schema changes on ``TOLLGATE_MIGRATION_DATABASE_URL`` when set.
+    Row-level security must bind the serving role: one exempt from it (a superuser, a BYPASSRLS
+    role: the usual ``postgres`` of an external server) has every pooled connection drop to
+    ``tollgate_app`` (``SET ROLE``), or, not being a member of it, is refused (:class:`RowSecurityOff`).
     """
     url, admin_url = await _resolve_urls(settings)
     if settings.database_url:
@@ -202,12 +254,18 @@ async def open_database(settings: Settings, *, migrate: bool = True) -> AsyncIte
                 await apply_migrations(conn)
             if not settings.database_url:
                 await _ensure_serving_role(conn)
+    role = await _serving_role(url)
+
+    async def drop_role(conn: AsyncConnection[Any]) -> None:
+        await conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+
     pool: AsyncConnectionPool[AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
         url,
         min_size=1,
         max_size=settings.pool_max_size,
         open=False,
         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        configure=drop_role if role is not None else None,
     )
     await pool.open(wait=True, timeout=30)
     try:
