@@ -11,7 +11,8 @@ The card's warnings, each with a code clients can read (``warnings`` of an actio
   else's content: "suggested by content in mail from X, not by your request".
 * ``third_party_value`` ⚠: a value copies someone else's content that the request did not name, or
   repeats six or more consecutive words of someone else's text (named or not).
-* ``instructions`` ⚠: a value copies text that gives an assistant instructions (an injection's shape).
+* ``instructions`` ⚠: a value copies text that gives an assistant instructions (an injection's shape),
+  or the tool's own description (an MCP server's) reads as instructions and was withheld from the model.
 * ``unknown_source`` ⚠: where a value came from could not be checked.
 * ``named_content`` ⓘ: a value copies someone else's content that the request named ("pay the bill
   in the invoice"): said, not warned.
@@ -163,6 +164,10 @@ def card_for(spec: ActionSpec, args: dict[str, Any], shown: Shown, request: str,
     if spec.effect == "destructive":
         warnings.append(CardWarning(code="destructive", text=(
             "⚠ This cannot be undone: the deployment lets you approve this destructive action; nothing can restore it.")))
+    if spec.description_withheld:
+        warnings.append(CardWarning(code="instructions", text=(
+            f"⚠ This tool's own description, from {spec.source_label or 'its provider'}, reads as instructions "
+            "to an assistant; it was withheld from the model. Approve only what you asked for.")))
     third = shown.third_party
     if spec.writes and third and not server_built and not asked_for(
             request, intent_words(spec.name, spec.usage_examples, spec.intent_words)):

@@ -166,7 +166,7 @@ def _is_remote(svc: Services, spec: ActionSpec, plan: Plan, owner_id: str) -> bo
 
 def _ambiguous(error: TollgateError) -> bool:
     """Whether a failed remote call may still have happened (a bug in the tool, or no answer in time)."""
-    return isinstance(error, ToolFailed) or (isinstance(error, EgressDenied) and error.reason == "timeout")
+    return isinstance(error, ToolFailed | OutcomeUnknown) or (isinstance(error, EgressDenied) and error.reason == "timeout")
 
 
 async def _run_remote(

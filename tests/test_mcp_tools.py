@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import httpx
+import json
 import pytest
 
 from graph._env import stop_group
@@ -43,6 +44,7 @@ _ROOT = Path(__file__).resolve().parent.parent
 _TOOLS = """
 [servers.memo.tools.list_notes]
 tier = "allowlist"
+effect = "read"
 result_ids = { kind = "note", field = "id", label = "text" }
 usage_examples = ["list my notes"]
 
@@ -57,11 +59,13 @@ pattern = "n[0-9]+"
 
 [servers.memo.tools.read_note]
 tier = "allowlist"
+effect = "read"
 id_fields = { id = "note" }
 usage_examples = ["read a note"]
 
 [servers.memo.tools.reshape]
 tier = "allowlist"
+effect = "read"
 usage_examples = ["reshape the notes"]
 """
 
@@ -83,11 +87,11 @@ def policy(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Pat
         yield path, counter
 
 
-def _stdio_policy(tmp_path: Path, tools: str) -> Path:
-    """A policy file for the test server over stdio, with these tool tables."""
+def _stdio_policy(tmp_path: Path, tools: str, *, server: str = "") -> Path:
+    """A policy file for the test server over stdio, with these tool tables (and ``server`` lines)."""
     path = tmp_path / "policy.toml"
     path.write_text(f'[servers.memo]\ncommand = ["{sys.executable}", "-m", "tests.mcp_server", "stdio"]\n'
-                    f'env = {{ PYTHONPATH = "{_ROOT}" }}\n' + textwrap.dedent(tools))
+                    f'env = {{ PYTHONPATH = "{_ROOT}" }}\n{server}' + textwrap.dedent(tools))
     return path
 
 
@@ -166,6 +170,7 @@ async def test_a_pinned_schema_that_differs_refuses_to_start(tmp_path: Path) -> 
     path = _stdio_policy(tmp_path, f'''
         [servers.memo.tools.list_notes]
         tier = "allowlist"
+        effect = "read"
         schema_sha256 = "{schema_hash({"type": "object"})}"
     ''')
     with pytest.raises(McpPolicyError, match="not the one the policy pins"):
@@ -203,6 +208,7 @@ async def test_url_arguments_the_policy_names_pass_the_egress_gate(
     path = _stdio_policy(tmp_path, '''
         [servers.memo.tools.export_everything]
         tier = "allowlist"
+        effect = "read"
         url_args = ["destination"]
         usage_examples = ["export my notes"]
     ''')
@@ -230,6 +236,7 @@ async def test_a_per_owner_server_gets_each_owners_own_credential(
             per_owner = {{ credential = "api_token" }}
             [servers.crm.tools.whoami]
             tier = "allowlist"
+            effect = "read"
             usage_examples = ["who am I in the crm"]
         '''))
         async with open_mcp_tools(path) as specs:
@@ -276,3 +283,68 @@ async def test_an_mcp_result_is_someone_elses_content_on_the_card_unless_the_pol
     label = out.approval.actions[0].provenance["title"]
     who = "your own data" if trust == "owner" else "someone else's content"
     assert label.startswith(f"from {who}: MCP server memo, tool list_notes (memo.list_notes): “"), label
+
+
+async def test_a_tool_without_an_effect_refuses_to_start(tmp_path: Path) -> None:
+    """Once served as a read (retried, unrecorded when allowlisted): the effect is never assumed."""
+    path = _stdio_policy(tmp_path, '''
+        [servers.memo.tools.add_note]
+        tier = "allowlist"
+    ''')
+    with pytest.raises(McpPolicyError, match="effect is never assumed"):
+        async with open_mcp_tools(path):
+            pass
+
+
+@pytest.mark.parametrize("effect", ["read", "write"])
+async def test_a_call_that_hangs_is_abandoned_at_its_time_limit(
+    services: Services, db: Database, model: ScriptedModel, ctx: Context, tmp_path: Path, effect: str
+) -> None:
+    """A hung server once held the turn (and its thread's lease) forever."""
+    tier = "allowlist" if effect == "read" else "confirmation"
+    path = _stdio_policy(tmp_path, f'''
+        [servers.memo.tools.slow_note]
+        tier = "{tier}"
+        effect = "{effect}"
+        timeout_seconds = 1
+        preview = "Slowly note"
+        usage_examples = ["take a slow note"]
+    ''', server="timeout_seconds = 60\n")  # the tool's own limit wins over its server's
+    async with open_mcp_tools(path) as specs:
+        svc = replace(services, registry=Registry((*builtin_tools(), *specs)))
+        turns = Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
+        model.push(call("memo__slow_note", {"seconds": 30}), say("Done."))
+        started = time.monotonic()
+        out = await turns.send(ctx, ctx.owner_id + f"/mcp-slow-{effect}", "take a slow note")
+        if effect == "write":
+            assert out.approval is not None
+            out = await turns.decide(ctx, out.approval.approval_id, {"type": "approve"})
+    assert time.monotonic() - started < 15  # the tool's 1 s, not the server's 60 s, nor forever
+    assert out.outcome == "failed"
+    said = out.reply or ""
+    expected = "can't tell whether memo.slow_note went through" if effect == "write" else "did not answer within 1 s"
+    assert expected in said, said
+
+
+async def test_a_tool_description_that_instructs_the_model_is_withheld_and_flagged_on_the_card(
+    services: Services, db: Database, model: ScriptedModel, ctx: Context, tmp_path: Path
+) -> None:
+    """The server's own words reached the model verbatim, and the card said nothing of them."""
+    path = _stdio_policy(tmp_path, '''
+        [servers.memo.tools.helpful_note]
+        tier = "confirmation"
+        effect = "write"
+        preview = "Add the note '{text}'"
+        usage_examples = ["add a helpful note"]
+    ''')
+    async with open_mcp_tools(path) as specs:
+        svc = replace(services, registry=Registry((*builtin_tools(), *specs)))
+        turns = Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
+        model.push(call("memo__helpful_note", {"text": "hello"}))
+        out = await turns.send(ctx, ctx.owner_id + "/mcp-described", "add a helpful note: hello")
+    offered = next(t for t in model.bound_tools if t["function"]["name"] == "memo__helpful_note")["function"]
+    assert "assistant must" not in json.dumps(offered) and "attacker" not in json.dumps(offered)
+    assert out.approval is not None
+    warnings = out.approval.actions[0].warnings
+    assert [w["code"] for w in warnings if w["code"] == "instructions"] == ["instructions"]
+    assert "MCP server memo, tool helpful_note" in next(w["text"] for w in warnings if w["code"] == "instructions")

@@ -10,14 +10,17 @@ server's own tool list and schemas, and its list-changed events, to re-check the
 policy at run time. The adapters hide both behind LangChain tools.
 
 A policy file (TOML) names, per server, how to reach it and, per tool, everything the server
-cannot be trusted to say: tier, effect, id fields and kinds, which result field carries an id of
-which kind, the preview template::
+cannot be trusted to say: tier, effect (required: a tool is never taken for a read by default),
+id fields and kinds, which result field carries an id of which kind, the preview template, and
+how long a call may take (``timeout_seconds``, per server and per tool, 30 s by default)::
 
     [servers.notes]
     command = ["python", "-m", "notes_server"]      # or: url = "http://127.0.0.1:9000/mcp"
+    timeout_seconds = 20                             # optional: each call's limit (default 30)
 
     [servers.notes.tools.list_notes]
     tier = "allowlist"
+    effect = "read"
     result_ids = { kind = "note", field = "id" }     # rows of the structured result's list
 
     [servers.notes.tools.add_note]
@@ -41,6 +44,12 @@ until the policy file pins the new schema's hash (``schema_sha256``; the file is
 each check). The tool is still offered with the schema checked at start-up until a restart.
 Arguments named in ``url_args`` are addresses the server will connect to: they pass the egress
 gate first. DLP scans every string argument of every call, named or not.
+
+A call that takes longer than its ``timeout_seconds`` is abandoned: a read fails (``unavailable``),
+and a write ends with its outcome unknown (it may have run; it is never run again). A server's
+descriptions of its tools and their arguments are someone else's text: one that reads as
+instructions to an assistant is withheld from the model (a neutral description is offered), and
+the cards of that tool say so.
 """
 
 from __future__ import annotations
@@ -66,7 +75,8 @@ from pydantic import BaseModel, Field, StringConstraints, create_model
 
 from policies.arguments import ArgsModel, SafeText
 from policies.egress import EgressUrl, UrlField
-from policies.errors import PermissionDenied, Unavailable
+from policies.errors import OutcomeUnknown, PermissionDenied, Unavailable
+from policies.provenance import reads_as_instructions
 from policies.tiers import Effect, Tier
 from tools.loading import ToolLoadError
 from tools.registry import ActionResult, ActionSpec, ExecContext, IdKind, ResultRow, ToolSpec, template_preview
@@ -77,6 +87,8 @@ _log = logging.getLogger("tollgate.mcp")
 _TIERS: Final = ("allowlist", "confirmation", "mustlist", "blocklist")
 _EFFECTS: Final = ("read", "write", "destructive")
 _TEXT_CAP: Final = 20_000
+_TIMEOUT_SECONDS: Final = 30.0
+"""A call's time limit when the policy sets none."""
 _OWNER_SESSIONS: Final = 64  # per-owner sessions kept open per server (the least recently used close first)
 T = TypeVar("T")
 
@@ -101,6 +113,14 @@ class McpCredentialMissing(PermissionDenied):
         super().__init__(function, "no credential for this owner")
         self.message = (f"{function} needs your {credential!r} for {tool}, and none is stored "
                         f"(tollgate credentials set {credential} --tool {tool})")
+
+
+class McpCallTimedOut(Unavailable):
+    """An MCP read that took longer than its time limit (a write that does ends as ``OutcomeUnknown``)."""
+
+    def __init__(self, function: str, seconds: float) -> None:
+        super().__init__(f"the MCP tool {function}")
+        self.message = f"{function} did not answer within {seconds:g} s"
 
 
 class McpCallFailed(Unavailable):
@@ -168,12 +188,17 @@ def _model(schema: Mapping[str, Any], where: str, *, url_args: tuple[str, ...] =
         if not isinstance(prop, Mapping) or not name.isidentifier():
             raise McpPolicyError(f"{where}.{name}: cannot be governed")
         typ = Annotated[EgressUrl, UrlField()] if name in url_args else _field_type(prop, f"{where}.{name}")
-        description = str(prop.get("description", ""))[:300] or None
+        description = _offered(str(prop.get("description", ""))[:300]) or None
         if name in required:
             fields[name] = (typ, Field(description=description))
         else:
             fields[name] = (typ | None, Field(default=prop.get("default"), description=description))
     return create_model(f"{where.replace('.', '_')}_args", __base__=ArgsModel, **fields)  # type: ignore[call-overload,no-any-return]
+
+
+def _offered(description: str) -> str:
+    """A server's description as the model may see it: withheld when it reads as instructions."""
+    return "" if reads_as_instructions(description) else description
 
 
 # --- the policy --------------------------------------------------------------------------------
@@ -190,6 +215,7 @@ class _ToolPolicy:
     usage_examples: tuple[str, ...]
     url_args: tuple[str, ...]
     trust: Literal["owner", "third_party"] = "third_party"
+    timeout_seconds: float = _TIMEOUT_SECONDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,9 +250,14 @@ def _load_policy(path: Path) -> list[_ServerPolicy]:
             raise McpPolicyError(f"MCP policy: server {name!r} needs exactly one of command or url")
         tools: dict[str, _ToolPolicy] = {}
         for tool_name, spec in (raw.get("tools") or {}).items():
-            tier, effect = spec.get("tier"), spec.get("effect", "read")
+            tier, effect = spec.get("tier"), spec.get("effect")
             if tier not in _TIERS or effect not in _EFFECTS:
-                raise McpPolicyError(f"MCP policy: {name}.{tool_name} needs a tier of {_TIERS} and an effect of {_EFFECTS}")
+                raise McpPolicyError(f"MCP policy: {name}.{tool_name} needs a tier of {_TIERS} and an effect of "
+                                     f"{_EFFECTS} (the effect is never assumed)")
+            timeout = spec.get("timeout_seconds", raw.get("timeout_seconds", _TIMEOUT_SECONDS))
+            if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 3600:
+                raise McpPolicyError(f"MCP policy: {name}.{tool_name}: timeout_seconds must be a number of seconds "
+                                     "between 0 and 3600")
             trust = spec.get("trust", "third_party")
             if trust not in ("owner", "third_party"):
                 raise McpPolicyError(f"MCP policy: {name}.{tool_name}: trust must be 'owner' or 'third_party', not {trust!r}")
@@ -236,7 +267,7 @@ def _load_policy(path: Path) -> list[_ServerPolicy]:
                 tier=tier, effect=effect, preview=spec.get("preview"), id_fields=dict(spec.get("id_fields") or {}),
                 result_ids=dict(spec["result_ids"]) if "result_ids" in spec else None,
                 schema_sha256=spec.get("schema_sha256"), usage_examples=tuple(spec.get("usage_examples") or ()),
-                url_args=tuple(spec.get("url_args") or ()), trust=trust,
+                url_args=tuple(spec.get("url_args") or ()), trust=trust, timeout_seconds=float(timeout),
             )
         kinds = tuple(IdKind(k, **v) for k, v in (raw.get("id_kinds") or {}).items())
         auth = raw.get("per_owner")
@@ -309,13 +340,20 @@ class _Live:
                 _log.warning("MCP server %s changed its tool %s (schema_sha256 now %s): refused until the policy "
                              "pins it", self.policy.name, name, current)
 
-    async def call(self, ctx: ExecContext, function: str, name: str, args: dict[str, Any], *, writes: bool) -> Any:
+    async def call(self, ctx: ExecContext, function: str, name: str, args: dict[str, Any], *, writes: bool,
+                   timeout: float) -> Any:
         if writes:
             # A write does not rely on the change event having arrived: the list is read first.
             await self.recheck()
         if name in self.changed:
             raise McpToolChanged(function)
-        result = await (await self.session_for(ctx, function)).call_tool(name, args)
+        session = await self.session_for(ctx, function)
+        try:
+            async with asyncio.timeout(timeout):
+                result = await session.call_tool(name, args)
+        except TimeoutError:
+            _log.warning("MCP server %s: %s took longer than %g s; abandoned", self.policy.name, name, timeout)
+            raise OutcomeUnknown(function) if writes else McpCallTimedOut(function, timeout) from None
         if result.is_error:
             raise McpCallFailed(function)
         if result.structured_content is not None:
@@ -357,7 +395,7 @@ def _action(live: _Live, tool: Any, policy: _ToolPolicy) -> ActionSpec:
 
     async def run(ctx: ExecContext, args: BaseModel) -> ActionResult:
         output = await live.call(ctx, function, tool.name, args.model_dump(mode="json", exclude_none=True),
-                                 writes=policy.effect != "read")
+                                 writes=policy.effect != "read", timeout=policy.timeout_seconds)
         result = ActionResult(tool=server, action=tool.name, kind="write" if policy.effect != "read" else "item",
                               summary=output if isinstance(output, str) and len(output) < 300
                               else f"{function} returned a result.", content=output)
@@ -368,13 +406,19 @@ def _action(live: _Live, tool: Any, policy: _ToolPolicy) -> ActionSpec:
             result.update(kind="list", rows=rows, list_kind=policy.result_ids["kind"])  # type: ignore[typeddict-item]
         return result
 
+    said = (tool.description or tool.name).strip().splitlines()[0][:300]
+    withheld = reads_as_instructions(tool.description or "")
+    if withheld:
+        _log.warning("MCP server %s: the description of %s reads as instructions to an assistant; withheld",
+                     server, tool.name)
     return ActionSpec(
-        name=tool.name, description=(tool.description or tool.name).strip().splitlines()[0][:300], args=args_model,
+        name=tool.name, description=f"{tool.name.replace('_', ' ')} ({server})" if withheld else said, args=args_model,
         tier=policy.tier, effect=policy.effect, executor=run, renderer=_render, id_fields=policy.id_fields,
         preview=template_preview(policy.preview) if policy.preview else None, idempotent=policy.effect == "read",
         usage_examples=policy.usage_examples,
         # An MCP server's results are someone else's content unless the policy vouches for them.
         third_party=policy.trust == "third_party", source_label=f"MCP server {server}, tool {tool.name}",
+        description_withheld=withheld,
     )
 
 

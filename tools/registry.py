@@ -322,6 +322,10 @@ class ActionSpec:
     reconcile: Reconciler | None = None
     """For a remote write: after a crash between the remote call and its record, says whether it
     happened. Without it such a write ends ``unknown`` and the owner is told so."""
+    description_withheld: bool = False
+    """Its provider's own description read as instructions to an assistant (an MCP server's tool
+    text is someone else's content): the model was offered a neutral one, and every card of a call
+    of it says so."""
     destructive_name_acknowledged: bool = False
     """Set when a name that reads as a hard delete (``delete_email``) really declares a milder
     effect (it moves mail to the trash); without it such an action refuses to register."""
