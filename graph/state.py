@@ -285,7 +285,8 @@ class TurnState(TypedDict):
     calls: NotRequired[list[CallRecord]]
     """Every tool call of this turn and what became of it (private)."""
     outbound: NotRequired[list[str]]
-    """The strings this turn's outbound reads sent (the flow check judges the next with them)."""
+    """The strings this thread's latest outbound reads sent, across turns (the flow check and DLP
+    judge the next one joined with them), the last 32 kept."""
     outcome: NotRequired[Outcome]
     """What really happened, for the honesty gate."""
     reply: NotRequired[str]

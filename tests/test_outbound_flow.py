@@ -128,6 +128,23 @@ async def test_a_secret_split_across_two_outbound_calls_is_refused(
     assert "aws_access_key_id" in rows[1]["detail"]["dlp"]
 
 
+async def test_a_secret_split_across_two_turns_is_refused(
+    settings: Settings, db: Database, model: ScriptedModel, clock: Clock, ctx: Context, web_server: WebServer
+) -> None:
+    """The halves sent in two turns of one thread: once the second turn judged its search alone."""
+    turns = await _turns(settings, db, model, clock, web_server)
+    thread = ctx.owner_id + "/secret-two-turns"
+    model.push(call("web__search", {"query": "AKIA"}), say(""))
+    await turns.send(ctx, thread, "look this up")
+    model.push(call("web__search", {"query": "IOSFODNN7EXAMPLE"}), say(""))
+    out = await turns.send(ctx, thread, "and this")
+    assert web_server.hits.queries == ["q=AKIA&format=json"]  # the second half never left
+    assert out.approval is None
+    rows = [r for r in await audit_rows(db, ctx.owner_id) if r["action"] == "search" and r["stage"] == "gate"]
+    assert [(r["decision"], r["reason"]) for r in rows] == [("execute", "mapped"), ("refuse", "dlp_finding")]
+    assert "aws_access_key_id" in rows[1]["detail"]["dlp"]
+
+
 class _LookupArgs(ArgsModel):
     query: SafeText(200)
     note: SafeText(200, min_length=0) = ""
