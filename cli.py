@@ -755,9 +755,9 @@ def account_add(
 ) -> None:
     """Connect an account: the password is read from standard input (never the command line), the
     login is tried against the server(s), and nothing is stored unless it works."""
-    from graph.perimeter.config import egress_client
+    from tools.perimeter.config import egress_client
     from policies.errors import TollgateError
-    from tools.connectors.accounts import connect_caldav, connect_imap
+    from graph.perimeter.accounts import connect_caldav, connect_imap
 
     if kind not in ("caldav", "imap"):
         raise _fail("--kind is caldav or imap")
@@ -787,7 +787,7 @@ def account_remove(
     kind: Annotated[str, typer.Option(help="caldav or imap.")] = "caldav",
 ) -> None:
     """Forget an owner's account (its stored login)."""
-    from tools.connectors.accounts import disconnect
+    from graph.perimeter.accounts import disconnect
 
     if kind not in ("caldav", "imap"):
         raise _fail("--kind is caldav or imap")

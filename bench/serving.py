@@ -179,7 +179,7 @@ class _Studio:
     def __init__(self, url: str, owners: list[tuple[str, str]]) -> None:
         from langgraph_sdk import get_client
 
-        # Studio authenticates with the same bearer tokens (graph/studio/auth.py): one client per owner.
+        # Studio authenticates with the same bearer tokens (web/studio_auth.py): one client per owner.
         self.clients = [get_client(url=url, headers={"Authorization": f"Bearer {token}"}) for _, token in owners]
         self.owners = [owner for owner, _ in owners]
         self.threads: list[str | None] = [None] * CONCURRENCY

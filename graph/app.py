@@ -10,7 +10,7 @@ from datetime import datetime
 from langchain_core.language_models import BaseChatModel
 
 from graph.models.llm import build_model, close_model
-from graph.perimeter.config import egress_client
+from tools.perimeter.config import egress_client
 from graph.perimeter.credentials import CredentialStore, credentials_cipher
 from graph.process.gc_tuning import freeze_startup_objects
 from graph.runner import TurnRunner
@@ -20,6 +20,7 @@ from graph.store.checkpointer import open_checkpointer
 from graph.store.db import Database, apply_tool_migrations, open_database
 from graph.turn import build_graph
 from policies.approval_rules import ApprovalRules, RulesError, parse_rules
+from graph.background.offer import BACKGROUND
 from tools.loading import ToolSource, assemble_registry
 from tools.registry import Registry, ToolSpec
 
@@ -62,7 +63,7 @@ def build_services(
     Studio (:mod:`graph.studio.platform`), so both run the same turn.
     """
     key = settings.approval_key()
-    registry = assemble_registry(settings, tools)
+    registry = assemble_registry(settings, (BACKGROUND, *tools))
     return Services(
         settings=settings,
         db=db,

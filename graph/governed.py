@@ -26,7 +26,7 @@ whoever drives the graph, with or without Tollgate's runner in front:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +38,7 @@ from langgraph.types import Command
 from graph.ledger import approvals, effects
 from graph.ledger.event_log import close_abandoned
 from graph.ledger.audit import AuditRecord, append_audit
-from graph.services import ServicesProvider
+from graph.services import Services, ServicesProvider
 from graph.state import Context, Pending, Plan
 from graph.store import leases
 from graph.store.checkpoint_guard import CheckpointRefused
@@ -46,7 +46,7 @@ from graph.threads import thread_kind
 from policies.errors import InvalidArgs, NotFound, PermissionDenied, ThreadReadOnly
 from policies.hitl import ApprovalRequest
 
-__all__ = ["GovernedGraph", "Waiting", "chat_refused"]
+__all__ = ["GovernedGraph", "ResumeCheck", "Waiting", "chat_refused"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,22 +74,30 @@ def _routes(command: Command[Any]) -> bool:
     return bool(command.goto) or command.update is not None or command.graph is not None
 
 
+ResumeCheck = Callable[[Services, Context, str, Waiting, Any], list[Any]]
+"""Checks a resume value against what the thread waits on (the approval node's own check,
+:func:`nodes.approval.check_resume`); raises a typed error when it is refused."""
+
+
 class GovernedGraph(CompiledStateGraph[Any, Context, Any, Any]):
     """The turn graph; its runs hold their thread, and routing and state edits from outside are refused.
 
-    ``services`` is the provider the nodes use. Built by :func:`graph.turn.build_graph`; a copy
-    (``copy``, ``with_config``, the platform attaching its checkpointer) keeps the guards.
+    ``services`` is the provider the nodes use; ``check_resume`` is the approval node's check of a
+    resume, which the runner applies before it resumes. Built by :func:`graph.turn.build_graph`; a
+    copy (``copy``, ``with_config``, the platform attaching its checkpointer) keeps the guards.
     """
 
-    def __init__(self, *, services: ServicesProvider, **kwargs: Any) -> None:
+    def __init__(self, *, services: ServicesProvider, check_resume: ResumeCheck, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.services = services
+        self.check_resume = check_resume
 
     @classmethod
-    def of(cls, compiled: CompiledStateGraph[Any, Any, Any, Any], services: ServicesProvider) -> GovernedGraph:
+    def of(cls, compiled: CompiledStateGraph[Any, Any, Any, Any], services: ServicesProvider,
+           check_resume: ResumeCheck) -> GovernedGraph:
         """``compiled`` with the guards (built from its attributes, as ``Pregel.copy`` builds a copy)."""
         attrs = {k: v for k, v in vars(compiled).items() if k != "__orig_class__"}
-        return cls(services=services, **attrs)
+        return cls(services=services, check_resume=check_resume, **attrs)
 
     # --- what a thread waits on, and bringing it back in line --------------------------------
 

@@ -10,7 +10,7 @@ The runner owns what sits *around* a graph run:
   model call, a cancelled turn frees its thread at once, a dead process's within the lease's
   time, and every write of a turn that lost its lease is refused.
 * **Approvals by id.** Deciding a listed approval, with every check a resume needs made
-  *before* the graph resumes (:func:`nodes.approval.check_decision`): a malformed decision, a
+  *before* the graph resumes (the approval node's own check, :attr:`GovernedGraph.check_resume`): a malformed decision, a
   wrong count, a foreign token or an edit that fails validation is refused with a typed error
   and the approval stays pending.
 * **Clean ends.** A turn that does not end cleanly (cancelled, failed, or found half done by the
@@ -42,10 +42,8 @@ from graph.slots import TurnSlots
 from graph.state import Context
 from graph.store import leases, owner_scope
 from graph.store.leases import Lease, bound
-from nodes.approval import allowed_of, check_decision
-from nodes.propose import joined_preview
 from policies.errors import ApprovalInvalid, InvalidArgs, NotFound, TollgateError
-from policies.hitl import ApprovalRequest, CardWarning
+from policies.hitl import ApprovalRequest, CardWarning, joined_preview
 from policies.storable import unstorable
 
 __all__ = ["PendingAction", "PendingApproval", "TurnOutcome", "TurnRunner"]
@@ -310,8 +308,7 @@ class TurnRunner:
             row = await self._approval(block["id"], ctx.owner_id)
             if row is None or row["status"] != "pending":
                 raise ApprovalInvalid(_closed(row))
-            check_decision(self.services, ctx, thread_id, waiting.plans, waiting.pending, waiting.ids, value,
-                           allowed_of(waiting.request))
+            self.graph.check_resume(self.services, ctx, thread_id, waiting, value)
             async for event in self._run(ctx, thread_id, Command(resume=value)):
                 yield event
 

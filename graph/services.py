@@ -14,9 +14,9 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from psycopg import AsyncConnection
 
-from graph.perimeter.config import egress_client
+from tools.perimeter.config import egress_client
 from graph.perimeter.credentials import CredentialStore, credentials_cipher
-from graph.perimeter.egress_transport import EgressClient
+from tools.perimeter.egress_transport import EgressClient
 from graph.settings import Settings
 from graph.store.db import Database
 from policies.approval_rules import ApprovalRules

@@ -31,7 +31,7 @@ from langgraph.types import Checkpointer
 from graph.governed import GovernedGraph
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Plan, TurnInput, TurnOutput, TurnState
-from nodes.approval import make_approval
+from nodes.approval import check_resume, make_approval
 from nodes.execute import make_execute, runnable
 from nodes.id_validation import make_id_validation
 from nodes.naturalize import make_naturalize
@@ -153,4 +153,4 @@ def build_graph(
     for node, route in _routes(step_budget).items():
         builder.add_conditional_edges(node, route, list(EDGES[node]))
     builder.add_edge("naturalize", END)
-    return GovernedGraph.of(builder.compile(checkpointer=checkpointer, name="tollgate_turn"), provider)
+    return GovernedGraph.of(builder.compile(checkpointer=checkpointer, name="tollgate_turn"), provider, check_resume)

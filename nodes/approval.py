@@ -31,6 +31,7 @@ from langgraph.errors import GraphInterrupt
 from langgraph.types import interrupt
 
 from graph.events import EventSink
+from graph.governed import Waiting
 from graph.ledger import approvals
 from graph.ledger.audit import AuditRecord, append_audit
 from graph.services import Services, ServicesProvider
@@ -42,11 +43,11 @@ from policies.approval import args_hash, check_binding, read_token
 from policies.arguments import validate_args
 from policies.errors import ApprovalExpired, ApprovalInvalid, ErrorCode, InvalidArgs, OffListId, TollgateError
 from policies.hitl import ApprovalRequest, EditDecision, RefusedResume, RejectDecision, parse_resume
-from graph.perimeter.config import governance_policy
+from tools.perimeter.config import governance_policy
 from policies.tiers import classify_tier
 from tools.registry import function_name
 
-__all__ = ["Decided", "allowed_of", "check_decision", "make_approval", "waiting_actions"]
+__all__ = ["Decided", "allowed_of", "check_decision", "check_resume", "make_approval", "waiting_actions"]
 
 _MAX_REFUSED: Final = 5
 """Refused resumes a request survives in one run of the node; the next closes it as ``refused`` (by
@@ -149,6 +150,13 @@ def _checked(svc: Services, plan: Plan, thread: Mapping[str, Any], decision: Any
     if failure is not None:
         raise OffListId(kind, failure.refusal or "not_returned")
     return Decided("edit", args=bound, run=decision.run)
+
+
+def check_resume(svc: Services, ctx: Context, thread_id: str, waiting: Waiting, value: object) -> list[Decided]:
+    """:func:`check_decision` of ``value`` against what the thread waits on (the runner's check
+    before it resumes, given to the graph by :func:`graph.turn.build_graph`)."""
+    return check_decision(svc, ctx, thread_id, waiting.plans, waiting.pending, waiting.ids, value,
+                          allowed_of(waiting.request))
 
 
 def allowed_of(request: ApprovalRequest | None) -> list[list[str]] | None:

@@ -38,7 +38,7 @@ from graph.ledger import approvals, effects
 
 from graph.events import EventSink
 from graph.ledger.audit import AuditRecord, append_audit
-from graph.perimeter.config import governance_policy
+from tools.perimeter.config import governance_policy
 from graph.services import Services, ServicesProvider
 from graph.state import CallRecord, Context, Gate, Plan, RecentList, TurnState, outcome_of
 from graph.store import leases, owner_scope

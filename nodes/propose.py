@@ -27,7 +27,7 @@ from psycopg import AsyncConnection
 from graph.ledger import approvals
 
 from graph.ledger.audit import AuditRecord, append_audit
-from graph.perimeter.config import governance_policy
+from tools.perimeter.config import governance_policy
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Pending, PendingAction, Plan, TurnState
 from graph.store import owner_scope
@@ -39,12 +39,12 @@ from policies.approval import ApprovalClaims, args_hash, derive_nonce, mint_toke
 from policies.arguments import load_args
 from policies.dlp import scan_values
 from policies.errors import TollgateError
-from policies.hitl import ApprovalRequest, CardWarning, DecisionType
+from policies.hitl import ApprovalRequest, CardWarning, DecisionType, joined_preview
 from policies.provenance import Shown
 from policies.storable import visible_controls
 from tools.registry import ActionSpec, function_name
 
-__all__ = ["Proposed", "announcement", "build_request", "joined_preview", "make_propose", "request_hash"]
+__all__ = ["Proposed", "announcement", "build_request", "make_propose", "request_hash"]
 
 _log = logging.getLogger(__name__)
 _PROVENANCE_SECONDS: Final = 10.0
@@ -116,13 +116,6 @@ def announcement(request: ApprovalRequest, timezone: str) -> dict[str, Any]:
     return {"approval_id": block["id"], "tool": block["tool"], "action": block["action"],
             "preview": joined_preview([a["preview"] for a in actions]), "args": request["action_requests"][0]["args"],
             "expires_at": expires.isoformat(), "actions": actions, "request": request.get("request", "")}
-
-
-def joined_preview(previews: Sequence[str]) -> str:
-    """One text for several previews (numbered when there are several)."""
-    if len(previews) == 1:
-        return previews[0]
-    return "\n\n".join(f"{i}. {p}" for i, p in enumerate(previews, 1))
 
 
 def _generic_preview(spec: ActionSpec, args: dict[str, Any]) -> str:

@@ -16,7 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from graph.ledger.audit import AuditRecord, append_audit
-from graph.perimeter.config import governance_policy
+from tools.perimeter.config import governance_policy
 from graph.services import ServicesProvider
 from graph.state import Context, Plan, TurnState
 from nodes.flow_check import carried_by, is_outbound, outbound_values

@@ -1,7 +1,7 @@
 """The egress gate: may Tollgate open a connection to this URL, host or address?
 
 Pure decisions over strings and addresses; resolution and the connection itself live in
-``graph/perimeter/egress_transport.py``, which calls :func:`check_url` before every hop and
+``tools/perimeter/egress_transport.py``, which calls :func:`check_url` before every hop and
 :func:`check_addresses` on every resolved address, then connects to the address it checked.
 
 Deny by default. Only ``http`` and ``https``; no credentials in URLs; host names in the

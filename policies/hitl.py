@@ -9,6 +9,7 @@ in the order of ``action_requests``, each discriminated by ``type``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -36,6 +37,7 @@ __all__ = [
     "ReviewConfig",
     "WarningCode",
     "decision_kind",
+    "joined_preview",
     "parse_resume",
 ]
 
@@ -224,3 +226,10 @@ def decision_kind(kinds: list[str]) -> str:
     """One word for a request's decisions: the kind when every action got the same one, else ``mixed``."""
     distinct = set(kinds)
     return kinds[0] if len(distinct) == 1 else "mixed"
+
+
+def joined_preview(previews: Sequence[str]) -> str:
+    """One text for several previews (numbered when there are several)."""
+    if len(previews) == 1:
+        return previews[0]
+    return "\n\n".join(f"{i}. {p}" for i, p in enumerate(previews, 1))

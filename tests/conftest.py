@@ -119,7 +119,9 @@ from graph.turn import build_graph  # noqa: E402
 from tests.fakes import ScriptedModel  # noqa: E402
 from tests.openai_stub import StubServer, stub_server  # noqa: E402
 from tests.harness import Clock, Turns  # noqa: E402
+from graph.background.offer import BACKGROUND  # noqa: E402
 from tools.builtin import default_registry  # noqa: E402
+from tools.registry import Registry  # noqa: E402
 from tools.demo import seed_demo  # noqa: E402
 
 NOW = datetime(2026, 11, 30, 10, 0, tzinfo=ZoneInfo("Europe/Paris"))
@@ -150,7 +152,9 @@ def model() -> Iterator[ScriptedModel]:
 @pytest.fixture
 async def services(settings: Settings, db: Database, model: ScriptedModel, clock: Clock) -> Services:
     """Services over the session database, the built-in registry and the scripted model."""
-    return Services(settings=settings, db=db, registry=default_registry(), picker_model=model, clock=clock)
+    # The built-ins and the runtime's background offer, as graph.app registers them for a process.
+    registry = Registry((*default_registry().tools, BACKGROUND))
+    return Services(settings=settings, db=db, registry=registry, picker_model=model, clock=clock)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from graph.perimeter.config import egress_client
+from tools.perimeter.config import egress_client
 from graph.settings import Settings
 from policies.errors import EgressDenied, NotFound, Transient
 from tests.caldav_server import RadicaleServer, radicale

@@ -22,7 +22,7 @@ import pytest
 
 from graph.app import open_app
 from graph.ledger.approval_contract import check_approvals
-from graph.perimeter.config import egress_client
+from tools.perimeter.config import egress_client
 from graph.perimeter.credentials import CredentialStore, credentials_cipher
 from graph.runner import TurnRunner
 from graph.services import Services

@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from graph._env import child_environment
-from graph.perimeter.config import egress_client
+from tools.perimeter.config import egress_client
 from graph.perimeter.credentials import CredentialStore, credentials_cipher
-from graph.perimeter.egress_transport import EgressClient
+from tools.perimeter.egress_transport import EgressClient
 from graph.settings import Settings
 from graph.store.db import Database
 from policies.egress import EgressPolicy

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from graph.perimeter.egress_transport import EgressLimits, egress_get
+from tools.perimeter.egress_transport import EgressLimits, egress_get
 from policies.egress import EgressPolicy, address_problem, check_addresses, check_redirect, check_url
 from policies.errors import EgressDenied, TollgateError
 from tests.webserver import WebServer, serve, build_app, Hits, web_server  # noqa: F401 - the fixture

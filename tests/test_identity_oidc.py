@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from graph.perimeter.egress_transport import EgressClient
+from tools.perimeter.egress_transport import EgressClient
 from graph.settings import Settings
 from graph.store.db import Database
 from graph.store.owner_scope import owner_transaction

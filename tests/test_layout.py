@@ -1,9 +1,16 @@
-"""Layout rules that keep the design honest: policies are pure, identity never comes from args."""
+"""Layout rules that keep the design honest: the packages' imports run one way, policies are pure,
+identity never comes from args.
+
+The arrows: ``policies`` ← ``tools`` ← ``graph``'s parts ← ``nodes`` ← ``graph``'s wiring
+(``graph/turn.py``, ``graph/app.py``) ← ``web``, ``server.py``, ``cli.py``. Each package has a
+test of what it may not import (every import, at module level or inside a function).
+"""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Final
 
 import pytest
 
@@ -21,6 +28,67 @@ def test_policies_import_nothing_from_the_runtime(path: Path) -> None:
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module.split(".")[0])
     assert not imported & set(_FORBIDDEN), f"{path.name} imports {sorted(imported & set(_FORBIDDEN))}"
+
+
+_OURS: Final = frozenset({"graph", "nodes", "tools", "policies", "web", "server", "cli", "evals", "bench", "tests",
+                          "examples"})
+_WIRING: Final = frozenset({"graph/turn.py", "graph/app.py"})
+"""The graph modules that assemble the turn from its nodes (the only ones that import ``nodes``)."""
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, as dotted names (relative imports resolved within its package)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module)
+    return out
+
+
+def _files(package: str) -> list[Path]:
+    return sorted((_ROOT / package).rglob("*.py"))
+
+
+def _relative(path: Path) -> str:
+    return path.relative_to(_ROOT).as_posix()
+
+
+_SURFACES: Final = ("web", "server", "cli", "evals", "bench", "tests", "examples")
+
+
+def _violations(relative: str, modules: set[str]) -> set[str]:
+    """The imports of the module at ``relative`` that its package's rule forbids."""
+    package = relative.split("/")[0]
+    top = {name: name.split(".")[0] for name in modules if name.split(".")[0] in _OURS}
+    if package == "tools":  # tools know the pure policies and each other, nothing of the runtime
+        return {name for name, first in top.items() if first not in ("policies", "tools")}
+    if package == "nodes":  # nodes use graph's parts, never its wiring or a surface
+        return {name for name, first in top.items() if first in _SURFACES
+                or name in ("graph.turn", "graph.runner", "graph.app") or name.startswith("graph.studio")}
+    if package == "graph":  # no surface; nodes only where the turn is wired
+        return {name for name, first in top.items()
+                if first in _SURFACES or (first == "nodes" and relative not in _WIRING)}
+    if package == "web":
+        return {name for name, first in top.items() if first in ("cli", "evals", "bench", "tests", "examples")}
+    return set()
+
+
+@pytest.mark.parametrize("path", [*_files("tools"), *_files("nodes"), *_files("graph"), *_files("web")], ids=_relative)
+def test_each_package_imports_only_what_its_layer_may(path: Path) -> None:
+    wrong = _violations(_relative(path), _imports(path))
+    assert not wrong, f"{_relative(path)} imports {sorted(wrong)}"
+
+
+def test_the_layering_rules_catch_the_old_arrows() -> None:
+    """The imports this layout once had (the runner on the approval node, Studio on the web
+    authenticator, tools on the runtime's perimeter and background runs) are each refused."""
+    assert _violations("graph/runner.py", {"nodes.approval", "nodes.propose"}) == {"nodes.approval", "nodes.propose"}
+    assert _violations("graph/studio/auth.py", {"web.identity"}) == {"web.identity"}
+    assert _violations("tools/web.py", {"graph.perimeter.config"}) == {"graph.perimeter.config"}
+    assert _violations("tools/builtin.py", {"graph.background.offer"}) == {"graph.background.offer"}
+    assert _violations("graph/turn.py", {"nodes.approval"}) == set()  # the wiring
 
 
 def test_strict_msgpack_is_on_before_langgraph_loads() -> None:

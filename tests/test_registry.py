@@ -12,6 +12,7 @@ import pytest
 from graph.settings import Settings
 from policies.arguments import ArgsModel, IdRef
 from policies.tiers import Tier, classify_tier, looks_destructive
+from graph.background.offer import BACKGROUND
 from tools.builtin import builtin_tools, default_registry
 from tools.registry import ActionResult, ActionSpec, ExecContext, Registry, ToolSpec
 
@@ -102,17 +103,21 @@ def test_tier_map_covers_every_action() -> None:
     registry = default_registry()
     pairs = {(t.name, a.name) for t, a in registry.actions()}
     assert set(registry.tier_map()) == pairs
-    assert len(pairs) == sum(len(t.actions) for t in builtin_tools()) == 26
+    assert len(pairs) == sum(len(t.actions) for t in builtin_tools()) == 25  # the background offer is the runtime's
     assert not any(looks_destructive(action) for _, action in pairs)
     assert {a.effect for _, a in registry.actions()} == {"read", "write"}
     # Reads run at once; every write needs approval except the reversible, idempotent mark_read and
     # the soft cancel of a trigger rule.
     approval_free_writes = {(t.name, a.name) for t, a in registry.actions() if a.writes and a.tier == "allowlist"}
     assert approval_free_writes == {("mail", "mark_read"), ("triggers", "cancel")}
-    # The only operator-tier action is the server-built background offer: never offered to a model.
-    assert {(t.name, a.name) for t, a in registry.actions() if a.tier == "mustlist"} == {
+    # The only operator-tier action is the server-built background offer (the runtime's, registered
+    # beside the built-ins by graph.app): never offered to a model.
+    assert not any(a.tier == "mustlist" for _, a in registry.actions())
+    served = Registry((*registry.tools, BACKGROUND))
+    assert {(t.name, a.name) for t, a in served.actions() if a.tier == "mustlist"} == {
         ("background", "continue_in_background")
     }
+    assert len(served.function_schemas()) == 25
 
 
 def test_function_schemas_are_closed_and_carry_no_identity() -> None:
@@ -137,7 +142,7 @@ def test_default_registry_accepts_settings(settings: Any, tmp_path: Any) -> None
     if settings == "model":
         settings = Settings(data_dir=tmp_path, approval_secret="x" * 32)
     registry = default_registry(settings)
-    assert [t.name for t in registry.tools] == ["calendar", "mail", "tasks", "notes", "reminders", "triggers", "background"]
+    assert [t.name for t in registry.tools] == ["calendar", "mail", "tasks", "notes", "reminders", "triggers"]
     summary = registry.capability_summary()
     for tool in registry.tools:
         assert tool.capability_phrase in summary

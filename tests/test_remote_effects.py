@@ -20,7 +20,7 @@ import pytest
 
 from graph._env import child_environment
 from graph.app import open_app
-from graph.perimeter.config import egress_client
+from tools.perimeter.config import egress_client
 from graph.runner import TurnRunner
 from graph.services import Hooks, Services
 from graph.settings import Settings

@@ -7,7 +7,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from graph.background.offer import BACKGROUND
 from tools.calendar import CALENDAR
 from tools.connectors.caldav_calendar import calendar_for
 from tools.connectors.imap_mail import mail_for
@@ -24,9 +23,10 @@ __all__ = ["builtin_tools", "default_registry", "enabled_builtins"]
 
 
 def builtin_tools() -> tuple[ToolSpec, ...]:
-    """The built-in tools backed by Tollgate's own tables: calendar, mail, tasks, notes, reminders, triggers, and
-    the server-only background offer."""
-    return (CALENDAR, MAIL, TASKS, NOTES, REMINDERS, TRIGGERS, BACKGROUND)
+    """The built-in tools backed by Tollgate's own tables: calendar, mail, tasks, notes, reminders, triggers.
+    (The server-only background offer is the runtime's: :data:`graph.background.offer.BACKGROUND`,
+    which :func:`graph.app.build_services` registers beside them.)"""
+    return (CALENDAR, MAIL, TASKS, NOTES, REMINDERS, TRIGGERS)
 
 
 def enabled_builtins(settings: Mapping[str, Any] | None) -> tuple[ToolSpec, ...]:

@@ -24,7 +24,7 @@ from typing_extensions import NotRequired, TypedDict  # pydantic needs these on 
 from policies.ids import check_id_path
 
 if TYPE_CHECKING:
-    from graph.perimeter.egress_transport import EgressClient
+    from tools.perimeter.egress_transport import EgressClient
 from policies.tiers import Effect, Tier, looks_destructive
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Weather speaks an Open-Meteo-style API (geocoding, then forecast), search a SearXNG-style
 JSON API, and fetch reads any allowlisted http(s) URL as plain text. Base URLs come from
-settings. Every request goes through :func:`graph.perimeter.egress_transport.egress_get` (checked and
+settings. Every request goes through :func:`tools.perimeter.egress_transport.egress_get` (checked and
 pinned on each hop, capped in redirects, bytes and time). What comes back is DATA: results are
 plain JSON values that the turn fences before any model sees them; page text never becomes an
 instruction, and script and style contents are dropped before anything is kept.
@@ -19,8 +19,8 @@ from typing import Annotated, Any, Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from selectolax.lexbor import LexborHTMLParser
 
-from graph.perimeter.config import egress_limits, egress_policy, service_urls
-from graph.perimeter.egress_transport import EgressLimits, FetchedResponse, Resolver, egress_get, system_resolver
+from tools.perimeter.config import egress_limits, egress_policy, service_urls
+from tools.perimeter.egress_transport import EgressLimits, FetchedResponse, Resolver, egress_get, system_resolver
 from policies.arguments import ArgsModel, Count, SafeText
 from policies.egress import EgressPolicy, EgressUrl, UrlField
 from policies.errors import NotFound, Unavailable

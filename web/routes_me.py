@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from graph.perimeter.credentials import CredentialStore, credentials_cipher
 from graph.profiles import Profile, get_profile, resolve, update_profile
 from policies.errors import InvalidArgs, NotFound
-from tools.connectors.accounts import ConnectedAccount, connect_caldav, connect_imap, connected, disconnect
+from graph.perimeter.accounts import ConnectedAccount, connect_caldav, connect_imap, connected, disconnect
 from tools.connectors.errors import AccountRefused
 from web.deps import PrincipalDep
 from web.errors import documented

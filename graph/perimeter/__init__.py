@@ -1,8 +1,7 @@
-"""The security perimeter of a Tollgate process.
+"""The security perimeter of a Tollgate process, beside the egress gate (:mod:`tools.perimeter`).
 
-* :mod:`graph.perimeter.config` — the egress client and governance policy, built from settings.
-* :mod:`graph.perimeter.egress_transport` — the pinned HTTP transport every outbound request takes.
 * :mod:`graph.perimeter.credentials` — tools' per-owner secrets, encrypted at rest.
+* :mod:`graph.perimeter.accounts` — owners' connected accounts (their own CalDAV and IMAP servers).
 """
 
 __all__: list[str] = []

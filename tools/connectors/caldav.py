@@ -38,7 +38,7 @@ from xml.etree.ElementTree import Element
 from defusedxml import ElementTree as SafeXml
 from icalendar import Calendar, Event
 
-from graph.perimeter.egress_transport import EgressClient, FetchedResponse
+from tools.perimeter.egress_transport import EgressClient, FetchedResponse
 from policies.errors import EgressDenied, ErrorCode, NotFound, TollgateError, Unavailable
 from tools._render import server_text
 from tools.connectors.errors import AccountRefused, ServerAway

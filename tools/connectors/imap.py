@@ -19,7 +19,7 @@ contract:
   nor the host. Plain text (``imap://``, ``smtp://``) is refused unless the operator allowed it
   for the host; ``smtp+starttls://`` upgrades before logging in.
 * **Through the egress gate.** Each connection goes to the one address the gate checked for the
-  account's host and port (:meth:`graph.perimeter.egress_transport.EgressClient.address`); TLS is verified
+  account's host and port (:meth:`tools.perimeter.egress_transport.EgressClient.address`); TLS is verified
   against the host name, and a certificate that does not verify is refused
   (:class:`~policies.errors.EgressDenied`, ``certificate_refused``). A server that cannot be
   reached is :class:`~tools.connectors.errors.ServerAway` (transient).
@@ -46,7 +46,7 @@ from email.utils import format_datetime
 from typing import Final, Literal
 from urllib.parse import urlsplit
 
-from graph.perimeter.egress_transport import EgressClient
+from tools.perimeter.egress_transport import EgressClient
 from policies.errors import EgressDenied, Unavailable
 from tools.connectors.errors import ServerAway
 from tools.connectors.imap_session import (

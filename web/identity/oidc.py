@@ -34,8 +34,8 @@ from urllib.parse import urlsplit
 
 import jwt
 
-from graph.perimeter.config import egress_limits
-from graph.perimeter.egress_transport import EgressClient
+from tools.perimeter.config import egress_limits
+from tools.perimeter.egress_transport import EgressClient
 from graph.settings import Settings
 from graph.state import Context
 from policies.egress import EgressPolicy

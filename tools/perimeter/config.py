@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
-from graph.perimeter.egress_transport import EgressClient, EgressLimits, Resolver, system_resolver
+from tools.perimeter.egress_transport import EgressClient, EgressLimits, Resolver, system_resolver
 from policies.egress import EgressPolicy
 from policies.governance import GovernancePolicy
 

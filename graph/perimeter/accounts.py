@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
 from graph.perimeter.credentials import CredentialStore
-from graph.perimeter.egress_transport import EgressClient
+from tools.perimeter.egress_transport import EgressClient
 from tools.connectors.caldav import CalDavAccount, CalDavCalendar
 from tools.connectors.caldav_calendar import ACCOUNT_NAMES
 from tools.connectors.imap import ImapMailbox, MailAccount
