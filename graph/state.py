@@ -285,8 +285,10 @@ class TurnState(TypedDict):
     calls: NotRequired[list[CallRecord]]
     """Every tool call of this turn and what became of it (private)."""
     outbound: NotRequired[list[str]]
-    """The strings this thread's latest outbound reads sent, across turns (the flow check and DLP
-    judge the next one joined with them), the last 32 kept."""
+    """The strings this turn's outbound reads sent (the flow check judges the next with them)."""
+    sent_out: NotRequired[list[str]]
+    """The strings this thread's latest outbound reads sent, across turns, the last 32 (DLP judges
+    the next one joined with them: a secret split over turns is still one secret)."""
     outcome: NotRequired[Outcome]
     """What really happened, for the honesty gate."""
     reply: NotRequired[str]

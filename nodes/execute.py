@@ -492,6 +492,7 @@ def make_execute(provider: ServicesProvider) -> Any:
                 for v in outbound_values(svc, p)]
         if sent:
             update["outbound"] = [*(state.get("outbound") or []), *sent][-_OUTBOUND_KEPT:]
+            update["sent_out"] = [*(state.get("sent_out") or []), *sent][-_OUTBOUND_KEPT:]
         if recent:
             update["recent"] = recent
         if known:

@@ -117,11 +117,11 @@ def _fallback_event(sink: EventSink, role: str, answer: AIMessage) -> None:
 _WINDOWS_KEPT = 256
 """Turns whose window of earlier turns one process keeps for their later steps."""
 
-_RESETTABLE = ("plans", "gate", "pending", "approval_request", "calls", "steps", "lists_run", "usage",
+_RESETTABLE = ("plans", "gate", "pending", "approval_request", "calls", "outbound", "steps", "lists_run", "usage",
                "superseded", "fell_back")
 """Turn-scoped fields a new turn resets; their readers treat a missing value as the reset one. Not
-``outbound``: the strings the thread's outbound reads sent are judged across turns (a secret
-sent in halves, one per turn, is still one secret), bounded by execute."""
+``sent_out``: DLP judges an outbound read joined with what the thread sent before, across turns (a
+secret sent in halves, one per turn, is still one secret)."""
 
 
 async def _audit(svc: Services, ctx: Context, config: RunnableConfig, turn_id: str, decision: str, reason: str,
@@ -226,6 +226,7 @@ def make_picker(provider: ServicesProvider) -> Any:
                 "pending": None,
                 "approval_request": None,
                 "calls": [],
+                "outbound": [],
                 "outcome": "reply",
                 "reply": "",
                 "steps": 0,

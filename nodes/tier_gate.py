@@ -61,7 +61,8 @@ def make_tier_gate(provider: ServicesProvider) -> Any:
         done: list[NotRun] = []
         shown: Shown | None = None  # what the model was shown: gathered once, for the first outbound read
         policy = governance_policy(svc.settings)
-        sent = list(state.get("outbound") or [])  # what this turn sent out, then what this step will send
+        # What the thread sent out (across turns, for DLP's joined scan), then what this step will send.
+        sent = list(state.get("sent_out") or [])
         for plan in plans:
             spec = svc.registry.action(plan["tool"], plan["action"])
             facts = ActionFacts(spec.args, spec.effect) if spec is not None else None

@@ -90,7 +90,7 @@ def test_counts_are_the_users_and_clamped_to_the_actions_ceiling(request_text: s
 
 async def test_what_can_you_do_is_answered_from_the_registry(turns: Turns, model: ScriptedModel, ctx: Context) -> None:
     out = await turns.send(ctx, ctx.owner_id + "/caps", "What can you do?")
-    assert out.reply == default_registry().capability_summary()
+    assert out.reply == turns.runner.services.registry.capability_summary()
     assert model.prompts == []  # no model call at all
 
 

@@ -57,6 +57,7 @@ from graph.turn import build_graph
 from policies.approval import args_hash
 from policies.arguments import ArgsModel
 from policies.dlp import scan_values
+from graph.background.offer import BACKGROUND
 from tools.builtin import builtin_tools
 from tools.demo import seed_demo
 from tools.registry import ActionResult, ActionSpec, ExecContext, Registry, ToolSpec
@@ -436,7 +437,9 @@ async def _run_case(
     bank, trips = planted(_fill(dict(case.plant), site.port))
     # Each suite's own tools only: more functions than the picker's menu holds would shortlist the menu.
     suite = {"banking": (bank_tool(bank),), "travel": (travel_tool(trips),)}.get(case.domain, ())
-    registry = Registry((*builtin_tools(), *web_tools(values, resolver=_dns(site.port)), _ADMIN, *suite), values)
+    # The built-ins and the background offer, as a process serves them (graph.app), and the suite's tools.
+    registry = Registry((*builtin_tools(), BACKGROUND, *web_tools(values, resolver=_dns(site.port)), _ADMIN, *suite),
+                        values)
     model = CompromisedPicker()
     services = Services(settings=settings, db=db, registry=registry, picker_model=model, clock=lambda: NOW)
     runner = TurnRunner(build_graph(services, checkpointer=await open_checkpointer(db, setup=False)), services)
