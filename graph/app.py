@@ -24,7 +24,7 @@ from graph.background.offer import BACKGROUND
 from tools.loading import ToolSource, assemble_registry
 from tools.registry import Registry, ToolSpec
 
-__all__ = ["App", "build_services", "connected_tools", "default_picker", "open_app"]
+__all__ = ["App", "build_services", "connected_tools", "default_picker", "open_app", "serve_connected"]
 
 
 def default_picker() -> BaseChatModel:
@@ -99,7 +99,8 @@ def approval_rules(settings: Settings, registry: Registry) -> ApprovalRules:
 
 @asynccontextmanager
 async def connected_tools(settings: Settings) -> AsyncIterator[list[ToolSpec]]:
-    """The tools of the MCP servers ``settings.mcp_policy`` names, connected for the block (none without one)."""
+    """The tools of the MCP servers ``settings.mcp_policy`` names, connected for the block (none
+    without one). :func:`serve_connected` keeps the registry that serves them current."""
     if settings.mcp_policy is None:
         yield []
         return
@@ -107,6 +108,15 @@ async def connected_tools(settings: Settings) -> AsyncIterator[list[ToolSpec]]:
 
     async with open_mcp_tools(settings.mcp_policy) as specs:
         yield specs
+
+
+def serve_connected(remote: list[ToolSpec], registry: Registry) -> None:
+    """Keep ``registry`` current with the connected MCP tools (a schema their policy accepts at run
+    time replaces the one read at start-up). Without an MCP policy there is nothing to follow, and
+    the MCP SDK is not even imported (it is slow to import)."""
+    serve = getattr(remote, "serve_in", None)  # tools.mcp_tools.McpTools, when there are servers
+    if serve is not None:
+        serve(registry)
 
 
 @asynccontextmanager
@@ -131,6 +141,7 @@ async def open_app(
             settings, db, picker_model=picker_model, naturalizer_model=naturalizer_model, clock=clock, hooks=hooks,
             tools=[*tools, *remote],
         )
+        serve_connected(remote, services.registry)
         await apply_tool_migrations(db, services.registry)
         saver = await open_checkpointer(db)
         graph = build_graph(services, checkpointer=saver)

@@ -41,9 +41,12 @@ class MenuBuilder:
     cap: int
     _schemas: list[dict[str, Any]] = field(default_factory=list)
     _index: bm25s.BM25 | None = None
+    version: int = -1
+    """The registry's version the menus are built from (a replaced action needs a new builder)."""
 
     def __post_init__(self) -> None:
         self._schemas = self.registry.function_schemas()
+        self.version = self.registry.version
 
     def _shortlist(self, request: str, candidates: list[int], cap: int) -> list[int]:
         if self._index is None:

@@ -193,14 +193,14 @@ def make_picker(provider: ServicesProvider) -> Any:
     # so a hit counts only when it is still the same registry or model.
     def _menu(svc: Services, request: str, calls: list[CallRecord]) -> Menu:
         builder = menus.get(id(svc.registry))
-        if builder is None or builder.registry is not svc.registry:
+        if builder is None or builder.registry is not svc.registry or builder.version != svc.registry.version:
             builder = menus[id(svc.registry)] = MenuBuilder(svc.registry, svc.settings.menu_cap)
         # The whole task decides the menu: the request, and the tools the turn already used (a
         # later step's tool is most often a sibling of an earlier one: list mail, then reply).
         return builder.build(request, used=tuple(dict.fromkeys(c["tool"] for c in calls if c["action"])))
 
     def _model(svc: Services, menu: Menu) -> Runnable[Any, BaseMessage]:
-        key = (id(svc.picker_model), menu.names)
+        key = (id(svc.picker_model), svc.registry.version, menu.names)
         hit = bound.get(key)
         if hit is None or hit[0] is not svc.picker_model:
             if len(bound) > 64:

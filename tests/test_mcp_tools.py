@@ -120,6 +120,7 @@ def _http_server(counter: Path) -> Iterator[str]:
 async def mcp_turns(services: Services, db: Database, policy: tuple[Path, Path]) -> AsyncIterator[Turns]:
     async with open_mcp_tools(policy[0]) as specs:
         svc = replace(services, registry=Registry((*builtin_tools(), *specs)))
+        specs.serve_in(svc.registry)
         yield Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
 
 
@@ -200,6 +201,15 @@ async def test_a_changed_schema_is_accepted_once_the_policy_pins_it(
     assert out.approval is not None
     assert (await mcp_turns.decide(ctx, out.approval.approval_id, {"type": "approve"})).outcome == "executed"
     assert _count(policy[1]) == 1
+    # From then on the tool is offered and checked with its new schema (once, until a restart, the
+    # start-up schema stayed: its new field was refused as unknown).
+    model.push(call("memo__add_note", {"text": "shared", "share_with": "sam"}))
+    out = await mcp_turns.send(ctx, thread, "add a note: shared, with sam")
+    offered = next(t for t in model.bound_tools if t["function"]["name"] == "memo__add_note")["function"]
+    assert "share_with" in offered["parameters"]["properties"]
+    assert out.approval is not None and out.approval.args == {"text": "shared", "share_with": "sam"}
+    assert (await mcp_turns.decide(ctx, out.approval.approval_id, {"type": "approve"})).outcome == "executed"
+    assert _count(policy[1]) == 2
 
 
 async def test_url_arguments_the_policy_names_pass_the_egress_gate(

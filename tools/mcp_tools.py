@@ -41,7 +41,8 @@ model (and is refused if called: it is in no registry); a schema Tollgate cannot
 closed model refuses the tool at start-up; a tool whose schema changes at run time (announced
 by the server's list-changed event, and re-read before every write) is refused from then on,
 until the policy file pins the new schema's hash (``schema_sha256``; the file is read again on
-each check). The tool is still offered with the schema checked at start-up until a restart.
+each check). Once accepted, the tool is offered and checked with its new schema in every registry
+that serves it (:meth:`McpTools.serve_in`), without a restart.
 Arguments named in ``url_args`` are addresses the server will connect to: they pass the egress
 gate first. DLP scans every string argument of every call, named or not.
 
@@ -79,9 +80,9 @@ from policies.errors import OutcomeUnknown, PermissionDenied, Unavailable
 from policies.provenance import reads_as_instructions
 from policies.tiers import Effect, Tier
 from tools.loading import ToolLoadError
-from tools.registry import ActionResult, ActionSpec, ExecContext, IdKind, ResultRow, ToolSpec, template_preview
+from tools.registry import ActionResult, ActionSpec, ExecContext, IdKind, Registry, ResultRow, ToolSpec, template_preview
 
-__all__ = ["McpCredentialMissing", "McpPolicyError", "McpToolChanged", "open_mcp_tools", "schema_hash"]
+__all__ = ["McpCredentialMissing", "McpPolicyError", "McpToolChanged", "McpTools", "open_mcp_tools", "schema_hash"]
 
 _log = logging.getLogger("tollgate.mcp")
 _TIERS: Final = ("allowlist", "confirmation", "mustlist", "blocklist")
@@ -293,6 +294,8 @@ class _Live:
     policy_path: Path
     changed: set[str] = field(default_factory=set)
     owners: OrderedDict[tuple[str, str], _Held[Client]] = field(default_factory=OrderedDict)
+    registries: list[Registry] = field(default_factory=list)
+    """The registries that serve this server's tools (a newly accepted schema replaces the old there)."""
 
     async def session_for(self, ctx: ExecContext, function: str) -> Client:
         """The session a call for ``ctx``'s owner uses: the shared one, or (``per_owner``) one that
@@ -324,13 +327,14 @@ class _Live:
         """Re-list the server's tools: an accepted tool whose schema changed or vanished is refused from now
         on, until the policy file pins its new schema's hash (read again here, so no restart is needed)."""
         listed = await self.client.list_tools(cache_mode="refresh")
-        now = {t.name: schema_hash(t.input_schema) for t in listed.tools}
+        tools = {t.name: t for t in listed.tools}
+        now = {name: schema_hash(t.input_schema) for name, t in tools.items()}
         pins = _pins(self.policy_path, self.policy.name)
         for name, digest in self.accepted.items():
             current = now.get(name)
             if current == digest:
                 continue
-            if current is not None and pins.get(name) == current:
+            if current is not None and pins.get(name) == current and self._serve(tools[name]):
                 self.accepted[name] = current
                 self.changed.discard(name)
                 _log.warning("MCP server %s: the policy accepts the new schema of %s", self.policy.name, name)
@@ -339,6 +343,19 @@ class _Live:
                 # The new hash is what an operator pins to accept it.
                 _log.warning("MCP server %s changed its tool %s (schema_sha256 now %s): refused until the policy "
                              "pins it", self.policy.name, name, current)
+
+    def _serve(self, tool: Any) -> bool:
+        """Offer ``tool`` with its new schema in every registry that serves it; ``False`` (it stays
+        refused) when the new schema cannot be governed."""
+        try:
+            spec = _action(self, tool, self.policy.tools[tool.name])
+        except McpPolicyError as exc:
+            _log.warning("MCP server %s: the new schema of %s cannot be governed (%s); still refused",
+                         self.policy.name, tool.name, exc)
+            return False
+        for registry in self.registries:
+            registry.replace_action(self.policy.name, spec)
+        return True
 
     async def call(self, ctx: ExecContext, function: str, name: str, args: dict[str, Any], *, writes: bool,
                    timeout: float) -> Any:
@@ -498,8 +515,22 @@ class _Held(Generic[T]):
         await asyncio.gather(asyncio.shield(self._task), return_exceptions=True)
 
 
+class McpTools(list[ToolSpec]):
+    """The governed tools of the policy's servers, one per server (a list of tool specs)."""
+
+    def __init__(self, specs: list[ToolSpec] = (), lives: list[_Live] = ()) -> None:  # type: ignore[assignment]
+        super().__init__(specs)
+        self._lives = list(lives)
+
+    def serve_in(self, registry: Registry) -> None:
+        """Keep ``registry``'s copies of these tools current: a schema the policy accepts at run time
+        replaces the one read at start-up there."""
+        for live in self._lives:
+            live.registries.append(registry)
+
+
 @asynccontextmanager
-async def open_mcp_tools(policy_path: Path) -> AsyncIterator[list[ToolSpec]]:
+async def open_mcp_tools(policy_path: Path) -> AsyncIterator[McpTools]:
     """Connect to every server of the policy and yield one governed tool per server, for the block.
 
     The sessions live in a task of their own (:class:`_Held`), so the block may be entered and
@@ -507,9 +538,9 @@ async def open_mcp_tools(policy_path: Path) -> AsyncIterator[list[ToolSpec]]:
     unreachable server, a pinned schema that does not match, or a schema that cannot be governed.
     """
     held = _Held(lambda: _connected(policy_path), "mcp-sessions")
-    specs = await held.value()
+    tools = await held.value()
     try:
-        yield specs
+        yield tools
     finally:
         await held.stop()
 
@@ -527,7 +558,7 @@ def _reason(exc: BaseException) -> Exception:
 
 
 @asynccontextmanager
-async def _connected(policy_path: Path) -> AsyncIterator[list[ToolSpec]]:
+async def _connected(policy_path: Path) -> AsyncIterator[McpTools]:
     specs: list[ToolSpec] = []
     connected: list[_Live] = []
     async with AsyncExitStack() as stack:
@@ -570,7 +601,7 @@ async def _connected(policy_path: Path) -> AsyncIterator[list[ToolSpec]]:
             for live in connected:
                 watchers.start_soon(_watch, live)
             try:
-                yield specs
+                yield McpTools(specs, connected)
             finally:
                 watchers.cancel_scope.cancel()
         for live in connected:

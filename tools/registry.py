@@ -9,7 +9,7 @@ tier map, id fields, idempotency) is a projection of the :class:`Registry`. Poli
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
@@ -461,6 +461,9 @@ class Registry:
         self._by_function: dict[str, tuple[ToolSpec, ActionSpec]] = {}
         self._kinds: dict[str, IdKind] = {}
         self._kinds_for: dict[Callable[[str], Mapping[str, str]], None] = {}  # distinct, in order
+        self.version = 0
+        """Grows each time an action is replaced (:meth:`replace_action`): what is built from the
+        registry's projections (menus, models with tools bound) is rebuilt when it changes."""
         for tool in tools:
             if tool.name in self._tools:
                 raise ValueError(f"tool {tool.name!r} registered twice")
@@ -473,6 +476,21 @@ class Registry:
             for kind in tool.id_kinds:
                 if self._kinds.setdefault(kind.name, kind) != kind:
                     raise ValueError(f"id kind {kind.name!r} is declared twice, differently")
+
+    def replace_action(self, tool: str, action: ActionSpec) -> None:
+        """Serve ``action`` in place of ``tool``'s action of the same name from now on: an MCP tool
+        whose new schema its policy accepted at run time. Its function schema and the tier map
+        follow. Refuses an action the registry does not serve (``KeyError``) and one whose tier or
+        effect differs (``ValueError``: those are the policy's, never the server's)."""
+        spec, old = self._by_function[function_name(tool, action.name)]
+        if (old.tier, old.effect) != (action.tier, action.effect):
+            raise ValueError(f"{tool}.{action.name}: a replacement keeps the tier and the effect")
+        new = replace(spec, actions=tuple(action if a.name == action.name else a for a in spec.actions))
+        self._tools[tool] = new
+        for a in new.actions:
+            self._by_function[function_name(tool, a.name)] = (new, a)
+        self._tier_map = None
+        self.version += 1
 
     def id_kind(self, name: str) -> IdKind:
         """The declared kind called ``name`` (the default shape when no tool declares it)."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import graph._env  # noqa: F401  - before langgraph is imported
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-from graph.app import build_services, connected_tools
+from graph.app import build_services, connected_tools, serve_connected
 from graph.services import Services
 from graph.settings import Settings
 from graph.state import Context
@@ -53,6 +53,7 @@ async def services() -> Services:
             # Off the event loop: building the services reads files (the development approval key,
             # approval rules, plug-in metadata), and `langgraph dev` fails any blocking call on the loop.
             services = await asyncio.to_thread(build_services, settings, db, tools=remote)
+            serve_connected(remote, services.registry)
             await apply_tool_migrations(db, services.registry)
             _services.append(services)
     return _services[0]
