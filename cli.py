@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import importlib.metadata
 import json
+import os
 import socket
 import sys
 import threading
@@ -40,7 +42,7 @@ from rich.prompt import Prompt
 from rich.text import Text
 
 from graph.process import event_loop
-from graph.settings import Settings
+from graph.settings import Settings, misspelt_variables
 
 if TYPE_CHECKING:
     from graph.app import App
@@ -82,11 +84,21 @@ _T = TypeVar("_T")
 _debug: list[bool] = [False]  # set by --debug (typer's callback has no other place to keep it)
 
 
+def _version(shown: bool) -> None:
+    if shown:
+        _out.print(f"tollgate {importlib.metadata.version('tollgate')}")
+        raise typer.Exit(0)
+
+
 @cli.callback()
 def _options(
     debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of a start-up error.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
 ) -> None:
     _debug[0] = debug
+    for warning in misspelt_variables(os.environ):  # a typo would silently leave a setting at its default
+        _err.print(f"warning: {warning}", style="yellow", soft_wrap=True)
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:

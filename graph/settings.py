@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import difflib
 import secrets
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from graph.models.model_settings import ProviderSettings
 
-__all__ = ["Settings"]
+__all__ = ["Settings", "misspelt_variables"]
 
 _PLACEHOLDERS = frozenset({"", "changeme", "change-me", "secret", "dev", "development"})
 
@@ -235,3 +237,22 @@ class Settings(BaseSettings):
             path.touch(mode=0o600)
             path.write_text(secrets.token_hex(32))
         return path.read_text().strip().encode()
+
+
+_READ_ELSEWHERE: Final = frozenset({"TOLLGATE_STUDIO_OPEN", "TOLLGATE_DEV_OWNER", "TOLLGATE_TOKEN"})
+"""``TOLLGATE_*`` variables that are not settings: ``make studio-open``'s two, and the token the
+README's client snippets read."""
+
+
+def misspelt_variables(environ: Mapping[str, str]) -> list[str]:
+    """One warning per ``TOLLGATE_*`` variable of ``environ`` that no setting reads (it is ignored),
+    naming the closest real one when there is one."""
+    known = {field.validation_alias if isinstance(field.validation_alias, str) else f"TOLLGATE_{name.upper()}"
+             for name, field in Settings.model_fields.items()} | _READ_ELSEWHERE
+    out = []
+    for name in sorted(environ):
+        if not name.startswith("TOLLGATE_") or name in known:
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+        out.append(f"{name} is not a Tollgate setting and is ignored" + (f"; did you mean {close[0]}?" if close else ""))
+    return out

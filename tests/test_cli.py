@@ -257,6 +257,26 @@ def test_migrate_applies_every_migration(settings: Settings, tmp_path: Path) -> 
     assert "migrations applied" in done.stdout
 
 
+def test_version_prints_the_installed_version(tmp_path: Path) -> None:
+    import importlib.metadata
+
+    done = subprocess.run([_TOLLGATE, "--version"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == f"tollgate {importlib.metadata.version('tollgate')}"
+
+
+def test_a_misspelt_setting_is_named_at_start_with_the_closest_real_one(settings: Settings, tmp_path: Path) -> None:
+    """A typo once left the setting at its default without a word."""
+    done = subprocess.run([_TOLLGATE, "migrate"], env=_env(settings, TOLLGATE_THREAD_LEASE_SECOND="3",
+                                                            TOLLGATE_FROBNICATE="1"),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = " ".join(done.stderr.split())
+    assert ("TOLLGATE_THREAD_LEASE_SECOND is not a Tollgate setting and is ignored; did you mean "
+            "TOLLGATE_THREAD_LEASE_SECONDS?") in said
+    assert "TOLLGATE_FROBNICATE is not a Tollgate setting and is ignored" in said
+    assert "TOLLGATE_DATA_DIR" not in said and "DATABASE_URL" not in said  # real settings are not named
+
+
 def test_serve_demo_is_refused_in_production(settings: Settings, tmp_path: Path) -> None:
     done = subprocess.run([_TOLLGATE, "serve", "--demo"], env=_env(settings, TOLLGATE_ENVIRONMENT="production"),
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)

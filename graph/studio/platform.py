@@ -26,7 +26,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 from graph.app import build_services, connected_tools, serve_connected
 from graph.services import Services
-from graph.settings import Settings
+from graph.settings import Settings, misspelt_variables
 from graph.state import Context
 from graph.store.checkpointer import open_checkpointer
 from graph.store.db import apply_tool_migrations, open_database
@@ -48,6 +48,8 @@ async def services() -> Services:
     async with _lock:
         if not _services:
             settings = await asyncio.to_thread(Settings)  # reads `.env` when there is one
+            for warning in misspelt_variables(os.environ):
+                _log.warning("%s", warning)
             db = await _resources.enter_async_context(open_database(settings))
             remote = await _resources.enter_async_context(connected_tools(settings))
             # Off the event loop: building the services reads files (the development approval key,
