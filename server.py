@@ -28,6 +28,7 @@ from web.deps import ServerState
 from web.errors import install_error_handlers
 from web.hub import TurnHub
 from web.identity import build_authenticator
+from web.limits import RequestLimits
 from web.ratelimit import RateLimiter
 
 __all__ = ["app", "create_app"]
@@ -79,6 +80,9 @@ def create_app(settings: Settings | None = None, *, tollgate: App | None = None,
         )
 
     install_error_handlers(api)
+    limits = settings or Settings()
+    api.add_middleware(RequestLimits, max_header_bytes=limits.max_header_bytes, max_body_bytes=limits.max_body_bytes,
+                       body_seconds=limits.body_read_seconds)
     for module in (routes_chat, routes_threads, routes_approvals, routes_background, routes_me, routes_admin,
                    routes_health, routes_page):
         api.include_router(module.router)

@@ -105,6 +105,12 @@ class Settings(BaseSettings):
     """Sustained HTTP requests per minute per principal (token-bucket refill, kept per process)."""
     stream_idle_seconds: float = Field(default=120.0, ge=1.0, le=3600.0)
     """A followed stream of an unfinished turn ends after this long without a new event."""
+    max_body_bytes: int = Field(default=1_048_576, ge=1024, le=64 * 1_048_576)
+    """The largest request body the HTTP API reads (1 MiB); a larger one is refused with 413."""
+    max_header_bytes: int = Field(default=16_384, ge=1024, le=1_048_576)
+    """The most request-header bytes the HTTP API takes (16 KiB in all); more is refused with 431."""
+    body_read_seconds: float = Field(default=10.0, gt=0, le=300)
+    """How long a client may take to send its request body; slower is refused with 408."""
     picker_providers: list[ProviderSettings] = Field(default_factory=list)
     """Ordered OpenAI-compatible endpoints for the picker (JSON list); empty: the offline picker."""
     naturalizer_providers: list[ProviderSettings] = Field(default_factory=list)

@@ -173,7 +173,8 @@ def live_server(settings: Settings) -> Iterator[LiveServer]:
     """One server for the session: offline picker, a fixed clock, a generous rate limit."""
     from tests.conftest import NOW
 
-    roomy = settings.model_copy(update={"rate_limit_burst": 100_000, "rate_limit_per_minute": 1_000_000})
+    roomy = settings.model_copy(update={"rate_limit_burst": 100_000, "rate_limit_per_minute": 1_000_000,
+                                       "body_read_seconds": 2.0})
     with serve(roomy, clock=Clock(NOW)) as server:
         yield server
 
