@@ -93,3 +93,11 @@ async def test_a_body_that_does_not_arrive_in_time_is_408(
     status, answer, took = await _raw(live_server, head + sent)
     assert status == 408 and answer["code"] == "body_timeout"
     assert limit - 0.5 <= took <= limit + 5
+
+
+async def test_a_405_names_every_method_the_path_answers_to(api: Api) -> None:
+    """``/v1/threads/{id}`` is read, renamed and deleted by three routes: the Allow header once named
+    only the first one's method."""
+    response = await api.client.put("/v1/threads/some-thread", headers=api.auth, json={})
+    assert response.status_code == 405 and response.json()["code"] == "method_not_allowed"
+    assert set(response.headers["allow"].split(", ")) == {"DELETE", "GET", "HEAD", "PATCH"}

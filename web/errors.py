@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from psycopg import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
 
 from policies.errors import HTTP_STATUS, InvalidArgs, TollgateError
 from web.hub import TurnStopped
@@ -110,12 +111,27 @@ async def _rate_limited(_request: Request, exc: Exception) -> JSONResponse:
     return _body("rate_limited", str(exc), 429, headers={"Retry-After": str(math.ceil(exc.retry_after))})
 
 
-async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+def _allowed(request: Request) -> str:
+    """Every method the request's path answers to, from the API's own document (Starlette's 405
+    names only the first matching route's)."""
+    methods: set[str] = set()
+    for template, operations in request.app.openapi().get("paths", {}).items():
+        if compile_path(template)[0].match(request.url.path):
+            methods |= {method.upper() for method in operations}
+    if "GET" in methods:
+        methods.add("HEAD")
+    return ", ".join(sorted(methods))
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 400:  # a body that is not even JSON: as invalid as any other malformed request
         return _body("invalid_args", "invalid request: the body could not be parsed", 422)
     code: ApiErrorCode = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_args")
-    return _body(code, str(exc.detail), exc.status_code, headers=exc.headers)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = _allowed(request)
+    return _body(code, str(exc.detail), exc.status_code, headers=headers)
 
 
 async def _stopped(_request: Request, exc: Exception) -> JSONResponse:
