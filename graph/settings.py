@@ -245,9 +245,10 @@ class Settings(BaseSettings):
         return path.read_text().strip().encode()
 
 
-_READ_ELSEWHERE: Final = frozenset({"TOLLGATE_STUDIO_OPEN", "TOLLGATE_DEV_OWNER", "TOLLGATE_TOKEN"})
-"""``TOLLGATE_*`` variables that are not settings: ``make studio-open``'s two, and the token the
-README's client snippets read."""
+_READ_ELSEWHERE: Final = frozenset({"TOLLGATE_STUDIO_OPEN", "TOLLGATE_DEV_OWNER", "TOLLGATE_TOKEN",
+                                    "TOLLGATE_AGENT_CHAT_UI"})
+"""``TOLLGATE_*`` variables that are not settings: ``make studio-open``'s two, the token the
+README's client snippets read, and where the tests find agent-chat-ui."""
 
 
 def misspelt_variables(environ: Mapping[str, str]) -> list[str]:

@@ -35,21 +35,30 @@ from tools.demo import seed_demo
 from web.auth import issue_token
 
 _ROOT = Path(__file__).resolve().parent.parent
-_CLIENT = _ROOT.parent / "shared" / "clients" / "agent-chat-ui"
+def _client() -> Path:
+    """The unmodified client: ``shared/clients/agent-chat-ui`` beside the repository (or beside one of
+    its parents, for a clone made elsewhere); ``TOLLGATE_AGENT_CHAT_UI`` names another copy."""
+    named = os.environ.get("TOLLGATE_AGENT_CHAT_UI")
+    candidates = [Path(named)] if named else [p / "shared" / "clients" / "agent-chat-ui" for p in _ROOT.parents]
+    for candidate in candidates:
+        if (candidate / "package.json").exists():
+            return candidate
+    pytest.fail(f"agent-chat-ui not found (looked in {', '.join(map(str, candidates[:3]))}): set TOLLGATE_AGENT_CHAT_UI")
 _ARTIFACTS = _ROOT / "artifacts"
 _WAIT_MS = 60_000
 
 
 def _installed() -> Path:
     """The client, copied to ``var/agent-chat-ui/<hash>`` and installed (once per ``package.json``)."""
-    digest = hashlib.sha256((_CLIENT / "package.json").read_bytes()).hexdigest()[:12]
+    client = _client()
+    digest = hashlib.sha256((client / "package.json").read_bytes()).hexdigest()[:12]
     home = _ROOT / "var" / "agent-chat-ui" / digest
     done = home / ".installed"
     if done.exists():
         return home
     if home.exists():
         shutil.rmtree(home)  # a copy whose install did not finish
-    shutil.copytree(_CLIENT, home, ignore=shutil.ignore_patterns("node_modules", ".next"))
+    shutil.copytree(client, home, ignore=shutil.ignore_patterns("node_modules", ".next"))
     env = {**os.environ, "NEXT_TELEMETRY_DISABLED": "1", "npm_config_update_notifier": "false"}
     installed = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=home, env=env,
                                capture_output=True, text=True, timeout=900)
