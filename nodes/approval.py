@@ -7,7 +7,8 @@ signature, expiry, caller (owner from the run context), thread, nonce, request h
 each action's allowed decisions are all checked (:func:`check_decision`, which the runner also
 applies before it resumes, so a bad resume is refused with a typed error and never reaches the
 graph). A resume that fails any check leaves the whole request pending: the node asks again (a
-fresh ``interrupt()`` whose payload's ``refused`` says why: code, message, attempts left), up to
+fresh ``interrupt()`` whose payload's ``refused`` says why: code, message, attempts left; the
+run says it too, as ``approval_decided`` ``refused``, an ``error`` and the card again), up to
 :data:`_MAX_REFUSED` times; one more closes the request as ``refused`` by the server (not
 ``rejected``: nobody decided) and ends the turn saying so. LangChain's standard resume, ``{"decisions": [...]}`` without a token,
 is taken as this request's: the server holds the token and checks its binding to the run's owner.
@@ -52,6 +53,10 @@ __all__ = ["Decided", "allowed_of", "check_decision", "check_resume", "make_appr
 _MAX_REFUSED: Final = 5
 """Refused resumes a request survives in one run of the node; the next closes it as ``refused`` (by
 the server: nobody decided, nothing ran), never ``rejected`` as if a person had."""
+
+
+_SAID: Final = 3
+"""Events a refused resume's run emits: the refusal, its error, the card asked again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,9 +194,10 @@ def make_approval(provider: ServicesProvider) -> Any:
                 if refusals:
                     # This run's resume was refused: it says so, then asks again (the earlier
                     # refusals, replayed on this re-run, were said by their own runs).
-                    said = EventSink(runtime.stream_writer, turn_id, state.get("seq", 0) + 2 * (refusals - 1))
+                    said = EventSink(runtime.stream_writer, turn_id, state.get("seq", 0) + _SAID * (refusals - 1))
                     said.emit("approval_decided", approval_id=pending["approval_id"], decision="refused",
                               **asked["refused"])
+                    said.emit("error", reason="resume_refused", **asked["refused"])
                     said.emit("approval_required", **announcement(asked, ctx.timezone))
                 raise
             try:
@@ -202,7 +208,7 @@ def make_approval(provider: ServicesProvider) -> Any:
                 refusals += 1
                 asked = request | {"refused": RefusedResume(code=exc.code, message=exc.message,
                                                             attempts_left=_MAX_REFUSED - attempt)}
-        sink = EventSink(runtime.stream_writer, turn_id, state.get("seq", 0) + 2 * refusals)
+        sink = EventSink(runtime.stream_writer, turn_id, state.get("seq", 0) + _SAID * refusals)
         actions = waiting_actions(plans, pending)
         done: list[NotRun] = []
 

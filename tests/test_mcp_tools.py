@@ -339,7 +339,7 @@ async def test_a_tool_description_that_instructs_the_model_is_withheld_and_flagg
     services: Services, db: Database, model: ScriptedModel, ctx: Context, tmp_path: Path
 ) -> None:
     """The server's own words reached the model verbatim, and the card said nothing of them."""
-    path = _stdio_policy(tmp_path, '''
+    path = _stdio_policy(tmp_path, _TOOLS + '''
         [servers.memo.tools.helpful_note]
         tier = "confirmation"
         effect = "write"
@@ -351,6 +351,10 @@ async def test_a_tool_description_that_instructs_the_model_is_withheld_and_flagg
         out = await turns.send(ctx, ctx.owner_id + "/mcp-described", "add a helpful note: hello")
     offered = next(t for t in model.bound_tools if t["function"]["name"] == "memo__helpful_note")["function"]
     assert "assistant must" not in json.dumps(offered) and "attacker" not in json.dumps(offered)
+    # Any other description of the server's is offered as what it is: its words, fenced as DATA.
+    other = next(t for t in model.bound_tools if t["function"]["name"] == "memo__add_note")["function"]
+    assert re.search(r'<data kind=tool_description nonce=\w+>\n\{"from": "MCP server memo, tool add_note", '
+                     r'"text": "Add a note\."\}\n</data nonce=\w+>', other["description"]), other["description"]
     assert out.approval is not None
     warnings = out.approval.actions[0].warnings
     assert [w["code"] for w in warnings if w["code"] == "instructions"] == ["instructions"]

@@ -127,10 +127,11 @@ async def test_a_refused_resume_is_said_as_events_and_the_cap_closes_the_request
     two = {"decisions": [{"type": "approve"}, {"type": "approve"}]}
     for left in (5, 4, 3, 2, 1):
         said = await _resumed(turns, ctx, thread, two, contract)
-        assert [e["type"] for e in said] == ["approval_decided", "approval_required"]
+        assert [e["type"] for e in said] == ["approval_decided", "error", "approval_required"]
         assert said[0]["data"]["decision"] == "refused" and said[0]["data"]["attempts_left"] == left
+        assert said[1]["data"]["code"] == "approval_invalid" and said[1]["data"]["reason"] == "resume_refused"
         assert "send one decision for each" in said[0]["data"]["message"]
-        assert said[1]["data"]["approval_id"] == approval_id
+        assert said[2]["data"]["approval_id"] == approval_id
     closed = await _resumed(turns, ctx, thread, two, contract)
     assert closed[0]["data"] == {"approval_id": approval_id, "decision": "invalid", "code": "approval_invalid"}
     assert "the server closed it; nobody decided and nothing ran" in closed[-1]["data"]["text"]

@@ -48,9 +48,9 @@ gate first. DLP scans every string argument of every call, named or not.
 
 A call that takes longer than its ``timeout_seconds`` is abandoned: a read fails (``unavailable``),
 and a write ends with its outcome unknown (it may have run; it is never run again). A server's
-descriptions of its tools and their arguments are someone else's text: one that reads as
-instructions to an assistant is withheld from the model (a neutral description is offered), and
-the cards of that tool say so.
+descriptions of its tools and their arguments are someone else's text: they are offered to the
+model fenced as DATA, and one that reads as instructions to an assistant is withheld (a neutral
+description is offered) and the cards of that tool say so.
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ from pydantic import BaseModel, Field, StringConstraints, create_model
 from policies.arguments import ArgsModel, SafeText
 from policies.egress import EgressUrl, UrlField
 from policies.errors import OutcomeUnknown, PermissionDenied, Unavailable
+from policies.fencing import fence, new_nonce
 from policies.provenance import reads_as_instructions
 from policies.tiers import Effect, Tier
 from tools.loading import ToolLoadError
@@ -197,9 +198,16 @@ def _model(schema: Mapping[str, Any], where: str, *, url_args: tuple[str, ...] =
     return create_model(f"{where.replace('.', '_')}_args", __base__=ArgsModel, **fields)  # type: ignore[call-overload,no-any-return]
 
 
+_NONCE: Final = new_nonce()
+"""The fence of the servers' argument descriptions in the schemas offered to the model."""
+
+
 def _offered(description: str) -> str:
-    """A server's description as the model may see it: withheld when it reads as instructions."""
-    return "" if reads_as_instructions(description) else description
+    """A server's description of an argument as the model may see it: fenced as DATA (it is the
+    server's words), or withheld when it reads as instructions."""
+    if not description or reads_as_instructions(description):
+        return ""
+    return fence("argument_description", description, _NONCE)
 
 
 # --- the policy --------------------------------------------------------------------------------
@@ -435,7 +443,7 @@ def _action(live: _Live, tool: Any, policy: _ToolPolicy) -> ActionSpec:
         usage_examples=policy.usage_examples,
         # An MCP server's results are someone else's content unless the policy vouches for them.
         third_party=policy.trust == "third_party", source_label=f"MCP server {server}, tool {tool.name}",
-        description_withheld=withheld,
+        described_by=f"MCP server {server}, tool {tool.name}", description_withheld=withheld,
     )
 
 

@@ -19,6 +19,8 @@ from types import MappingProxyType
 
 from psycopg import AsyncConnection
 from pydantic import BaseModel
+
+from policies.fencing import fence, new_nonce
 from typing_extensions import NotRequired, TypedDict  # pydantic needs these on Python < 3.12
 
 from policies.ids import check_id_path
@@ -322,6 +324,9 @@ class ActionSpec:
     reconcile: Reconciler | None = None
     """For a remote write: after a crash between the remote call and its record, says whether it
     happened. Without it such a write ends ``unknown`` and the owner is told so."""
+    described_by: str | None = None
+    """Who wrote its description, when that is not the tool's author (``MCP server pantry, tool
+    add``): someone else's words, offered to the model fenced as DATA, never as instructions."""
     description_withheld: bool = False
     """Its provider's own description read as instructions to an assistant (an MCP server's tool
     text is someone else's content): the model was offered a neutral one, and every card of a call
@@ -461,6 +466,7 @@ class Registry:
         self._by_function: dict[str, tuple[ToolSpec, ActionSpec]] = {}
         self._kinds: dict[str, IdKind] = {}
         self._kinds_for: dict[Callable[[str], Mapping[str, str]], None] = {}  # distinct, in order
+        self._nonce = new_nonce()  # the fence of descriptions written by others (see function_schemas)
         self.version = 0
         """Grows each time an action is replaced (:meth:`replace_action`): what is built from the
         registry's projections (menus, models with tools bound) is rebuilt when it changes."""
@@ -551,12 +557,15 @@ class Registry:
             schema.pop("title", None)
             schema["additionalProperties"] = False
             examples = "; ".join(f'"{e}"' for e in action.usage_examples[:4])
+            described = action.description
+            if action.described_by is not None:  # someone else's words: data, as every fenced text
+                described = fence("tool_description", {"from": action.described_by, "text": described}, self._nonce)
             out.append(
                 {
                     "type": "function",
                     "function": {
                         "name": function_name(tool.name, action.name),
-                        "description": f"{tool.description} {action.description} Examples: {examples}",
+                        "description": f"{tool.description} {described} Examples: {examples}",
                         "parameters": schema,
                     },
                 }
