@@ -98,13 +98,15 @@ async def test_a_new_message_says_it_replaced_a_request_only_when_one_was_still_
     assert "replaced the earlier request awaiting approval" in (out.reply or "")
 
 
-async def _resumed(turns: Turns, ctx: Context, thread: str, value: Any, contract: EventContract) -> list[TurnEvent]:
-    """One resume of the bare graph as ``langgraph dev`` runs it; its events, contract-checked."""
+async def _run(turns: Turns, ctx: Context, thread: str, value: Any, contract: EventContract, *,
+               resume: bool = True) -> list[TurnEvent]:
+    """One run of the bare graph as ``langgraph dev`` runs it (a resume by default); its events, contract-checked."""
     events: list[TurnEvent] = []
-    async for chunk in turns.runner.graph.astream(Command(resume=value), {"configurable": {"thread_id": thread}},
-                                                  context=ctx, stream_mode="custom"):
+    async for chunk in turns.runner.graph.astream(Command(resume=value) if resume else value,
+                                                  {"configurable": {"thread_id": thread}}, context=ctx,
+                                                  stream_mode="custom"):
         events.append(chunk["tollgate_event"])
-    contract.check_run(events, resume=True)
+    contract.check_run(events, resume=resume)
     return events
 
 
@@ -117,22 +119,18 @@ async def test_a_refused_resume_is_said_as_events_and_the_cap_closes_the_request
     before = await _tasks(db, ctx.owner_id)
     contract = EventContract()
     model.push(call("tasks__create", {"title": "Water the ferns"}))
-    events: list[TurnEvent] = []
-    async for chunk in turns.runner.graph.astream({"messages": [HumanMessage("add a task: water the ferns")]},
-                                                  {"configurable": {"thread_id": thread}}, context=ctx,
-                                                  stream_mode="custom"):
-        events.append(chunk["tollgate_event"])
-    contract.check_run(events)
+    events = await _run(turns, ctx, thread, {"messages": [HumanMessage("add a task: water the ferns")]}, contract,
+                        resume=False)
     approval_id = events[-1]["data"]["approval_id"]
     two = {"decisions": [{"type": "approve"}, {"type": "approve"}]}
     for left in (5, 4, 3, 2, 1):
-        said = await _resumed(turns, ctx, thread, two, contract)
+        said = await _run(turns, ctx, thread, two, contract)
         assert [e["type"] for e in said] == ["approval_decided", "error", "approval_required"]
         assert said[0]["data"]["decision"] == "refused" and said[0]["data"]["attempts_left"] == left
         assert said[1]["data"]["code"] == "approval_invalid" and said[1]["data"]["reason"] == "resume_refused"
         assert "send one decision for each" in said[0]["data"]["message"]
         assert said[2]["data"]["approval_id"] == approval_id
-    closed = await _resumed(turns, ctx, thread, two, contract)
+    closed = await _run(turns, ctx, thread, two, contract)
     assert closed[0]["data"] == {"approval_id": approval_id, "decision": "invalid", "code": "approval_invalid"}
     assert "the server closed it; nobody decided and nothing ran" in closed[-1]["data"]["text"]
     async with all_rows(db) as conn:
