@@ -124,6 +124,15 @@ def _settings() -> Settings:
         raise _explained(exc) from None
 
 
+def _observed(settings: Settings) -> None:
+    """A long-running process's logs (``TOLLGATE_LOG_FORMAT``, ``TOLLGATE_LOG_LEVEL``) and traces (``OTEL_*``)."""
+    from graph.observe.logs import configure_logging
+    from graph.observe.tracing import configure_tracing
+
+    configure_logging(settings.log_format, settings.log_level)
+    configure_tracing()
+
+
 def _run(main: Coroutine[Any, Any, _T]) -> _T:
     """Run a command's coroutine: Ctrl-C exits 130 at once, a configuration error exits 2 with its sentence."""
     try:
@@ -513,7 +522,16 @@ async def _serve_app(settings: Settings, host: str, port: int, *, worker: bool) 
 
             handle = await start_in_process_worker(tollgate)
             stack.push_async_callback(handle.stop)
-        server = uvicorn.Server(uvicorn.Config(create_app(settings, tollgate=tollgate), host=host, port=port, log_level="info"))
+        if settings.metrics_port is not None:
+            from web.routes_metrics import serve_port
+
+            metrics = asyncio.create_task(serve_port(tollgate.services.db.pool, settings.metrics_host,
+                                                     settings.metrics_port,
+                                                     refresh_seconds=settings.metrics_refresh_seconds), name="metrics")
+            stack.callback(metrics.cancel)
+        # log_config=None: uvicorn's lines go through the logging `_observed` set up (time, level, ids; JSON when asked).
+        server = uvicorn.Server(uvicorn.Config(create_app(settings, tollgate=tollgate), host=host, port=port,
+                                               log_config=None, log_level=settings.log_level.lower()))
         await server.serve()
 
 
@@ -539,6 +557,9 @@ def serve(
     if demo and settings.environment == "production":
         raise typer.BadParameter("--demo issues a demo token; it is refused in production")
     _check_port(host, port)
+    if settings.metrics_port is not None:
+        _check_port(settings.metrics_host, settings.metrics_port)
+    _observed(settings)
     try:
         if demo:
             _print_demo_link(_run(_demo_token(settings)), host, port)
@@ -569,7 +590,9 @@ def worker(
     """Run a background-run worker until SIGINT/SIGTERM (running runs finish first, bounded)."""
     from graph.background.worker import run_worker
 
-    _run(run_worker(_settings(), concurrency=concurrency, name=name))
+    settings = _settings()
+    _observed(settings)
+    _run(run_worker(settings, concurrency=concurrency, name=name))
 
 
 async def run_migrate(settings: Settings) -> None:

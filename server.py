@@ -22,7 +22,8 @@ import graph._env  # noqa: F401  - strict msgpack and no telemetry before langgr
 from graph.app import App, open_app
 from graph.settings import Settings
 from web import (
-    routes_admin, routes_approvals, routes_background, routes_chat, routes_health, routes_me, routes_page, routes_threads,
+    routes_admin, routes_approvals, routes_background, routes_chat, routes_health, routes_me, routes_metrics, routes_page,
+    routes_threads,
 )
 from web.deps import ServerState
 from web.errors import install_error_handlers
@@ -68,8 +69,10 @@ def create_app(settings: Settings | None = None, *, tollgate: App | None = None,
                 await hub.close()
 
     # /docs from vendored Swagger UI files (web/static/vendor), never a CDN: it works offline.
+    # FastAPI's own request spans join Tollgate's (graph/observe/tracing.py) when traces are
+    # exported; its exception log records are off, since they carry the request's input values.
     api = FastAPI(title="Tollgate", version="0.1.0", description=_DESCRIPTION, lifespan=lifespan,
-                  docs_url=None, redoc_url=None)
+                  docs_url=None, redoc_url=None, telemetry={"logs": False})
 
     @api.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:
@@ -84,7 +87,7 @@ def create_app(settings: Settings | None = None, *, tollgate: App | None = None,
     api.add_middleware(RequestLimits, max_header_bytes=limits.max_header_bytes, max_body_bytes=limits.max_body_bytes,
                        body_seconds=limits.body_read_seconds)
     for module in (routes_chat, routes_threads, routes_approvals, routes_background, routes_me, routes_admin,
-                   routes_health, routes_page):
+                   routes_metrics, routes_health, routes_page):
         api.include_router(module.router)
     api.mount("/static", StaticFiles(directory=routes_page.STATIC_DIR), name="static")
     return api

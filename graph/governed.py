@@ -38,6 +38,8 @@ from langgraph.types import Command
 from graph.ledger import approvals, effects
 from graph.ledger.event_log import close_abandoned
 from graph.ledger.audit import AuditRecord, append_audit
+from graph.observe import scope as observe_scope
+from graph.observe import tracing
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Pending, Plan
 from graph.store import leases
@@ -176,17 +178,24 @@ class GovernedGraph(CompiledStateGraph[Any, Context, Any, Any]):
                                    "from outside the graph; resume with Command(resume=...)")
         elif (refused := chat_refused(thread_id, ctx.channel)) is not None:
             raise refused
-        async with self.hold(ctx, thread_id, must_exist=isinstance(input, Command)):
+        with observe_scope.open_scope(observe_scope.Scope(owner=ctx.owner_id, thread=thread_id)) as found:
+            span = tracing.turn(found, run="resume" if isinstance(input, Command) else "message")
             try:
-                async for chunk in super().astream(input, config, context=ctx, **kwargs):
-                    yield chunk
-            except CheckpointRefused:
-                raise  # nothing of the thread could be read, so nothing ran (audited once, by the saver)
-            except BaseException:
-                # Cancelled (client gone, shutdown), failed, or closed early by its consumer.
-                await leases.shielded(self.reconcile(thread_id, ctx.owner_id),
-                                      what="reconciling a turn that did not end cleanly")
+                async with self.hold(ctx, thread_id, must_exist=isinstance(input, Command)):
+                    try:
+                        async for chunk in super().astream(input, config, context=ctx, **kwargs):
+                            yield chunk
+                    except CheckpointRefused:
+                        raise  # nothing of the thread could be read, so nothing ran (audited once, by the saver)
+                    except BaseException:
+                        # Cancelled (client gone, shutdown), failed, or closed early by its consumer.
+                        await leases.shielded(self.reconcile(thread_id, ctx.owner_id),
+                                              what="reconciling a turn that did not end cleanly")
+                        raise
+            except BaseException as exc:
+                span.end(exc)
                 raise
+            span.end(None)
 
     def stream(self, *args: Any, **kwargs: Any) -> Iterator[Any]:  # type: ignore[override]
         """Refused: a turn runs asynchronously (``astream``, ``ainvoke``), where it holds its thread."""

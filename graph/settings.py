@@ -111,6 +111,18 @@ class Settings(BaseSettings):
     """The most request-header bytes the HTTP API takes (16 KiB in all); more is refused with 431."""
     body_read_seconds: float = Field(default=10.0, gt=0, le=300)
     """How long a client may take to send its request body; slower is refused with 408."""
+    log_format: Literal["text", "json"] = "text"
+    """Log lines as readable text, or one JSON object a line (time, level, logger, message and the
+    owner, thread, turn and approval ids)."""
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    """The least severe log lines written."""
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    """Also serve the Prometheus metrics, without authentication, on this port (``metrics_host``);
+    unset: only ``GET /metrics``, for a credential with the admin scope."""
+    metrics_host: str = "127.0.0.1"
+    """The interface the metrics port binds (only the scraper should reach it)."""
+    metrics_refresh_seconds: float = Field(default=10.0, ge=0.1, le=3600)
+    """How often the metrics port reads its database gauges (approvals, runs, the queue); ``/metrics`` reads them at each scrape."""
     picker_providers: list[ProviderSettings] = Field(default_factory=list)
     """Ordered OpenAI-compatible endpoints for the picker (JSON list); empty: the offline picker."""
     naturalizer_providers: list[ProviderSettings] = Field(default_factory=list)

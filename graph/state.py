@@ -289,6 +289,9 @@ class TurnState(TypedDict):
     sent_out: NotRequired[list[str]]
     """The strings this thread's latest outbound reads sent, across turns, the last 32 (DLP judges
     the next one joined with them: a secret split over turns is still one secret)."""
+    trace_link: NotRequired[str]
+    """The W3C ``traceparent`` of the run that asked for the pending approval, when traces are
+    exported: the run that resumes it is linked to that one (:mod:`graph.observe.tracing`)."""
     outcome: NotRequired[Outcome]
     """What really happened, for the honesty gate."""
     reply: NotRequired[str]

@@ -29,6 +29,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Checkpointer
 
 from graph.governed import GovernedGraph
+from graph.observe import tracing
 from graph.services import Services, ServicesProvider
 from graph.state import Context, Plan, TurnInput, TurnOutput, TurnState
 from nodes.approval import check_resume, make_approval
@@ -140,15 +141,15 @@ def build_graph(
         provider = services
 
     builder = StateGraph(TurnState, context_schema=context_schema, input_schema=TurnInput, output_schema=TurnOutput)
-    # Every node audits its own refusals, per call.
-    builder.add_node("picker", make_picker(provider))
-    builder.add_node("tier_gate", make_tier_gate(provider))
-    builder.add_node("id_validation", make_id_validation(provider))
-    builder.add_node("propose", make_propose(provider))
-    builder.add_node("approval", make_approval(provider))
-    builder.add_node("execute", make_execute(provider))
-    builder.add_node("naturalize", make_naturalize(provider))
-    builder.add_node("offer", make_offer(provider))
+    # Every node audits its own refusals, per call, and runs in a span of its own (graph.observe.tracing).
+    builder.add_node("picker", tracing.node("picker", make_picker(provider)))
+    builder.add_node("tier_gate", tracing.node("tier_gate", make_tier_gate(provider)))
+    builder.add_node("id_validation", tracing.node("id_validation", make_id_validation(provider)))
+    builder.add_node("propose", tracing.node("propose", make_propose(provider)))
+    builder.add_node("approval", tracing.node("approval", make_approval(provider)))
+    builder.add_node("execute", tracing.node("execute", make_execute(provider)))
+    builder.add_node("naturalize", tracing.node("naturalize", make_naturalize(provider)))
+    builder.add_node("offer", tracing.node("offer", make_offer(provider)))
     builder.add_edge(START, "picker")
     for node, route in _routes(step_budget).items():
         builder.add_conditional_edges(node, route, list(EDGES[node]))

@@ -38,6 +38,7 @@ from graph.ledger import approvals, effects
 
 from graph.events import EventSink
 from graph.ledger.audit import AuditRecord, append_audit
+from graph.observe import tracing
 from tools.perimeter.config import governance_policy
 from graph.services import Services, ServicesProvider
 from graph.state import CallRecord, Context, Gate, Plan, RecentList, TurnState, outcome_of
@@ -389,8 +390,12 @@ async def _execute_one(
         key = approval if needs_approval else f"{thread_id}:{state.get('turn_id', '')}:{plan['call_id']}"
     sink.emit("tool_start", call_id=plan["call_id"], tool=plan["tool"], action=plan["action"])
     try:
-        result, replayed, sanitized = await _run(svc, spec, ctx, plan, thread_id, key,
-                                                 approval if needs_approval else None)
+        with tracing.tool_call(plan["tool"], plan["action"], check.tier, writes=spec.writes) as traced:
+            if approval is not None:
+                traced.set(approval_id=approval)
+            result, replayed, sanitized = await _run(svc, spec, ctx, plan, thread_id, key,
+                                                     approval if needs_approval else None)
+            traced.outcome = "replayed" if replayed else "ok"
     except leases.LeaseLost:
         raise  # this turn lost its thread: it may not write, not even its failure
     except TollgateError as error:

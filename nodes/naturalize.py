@@ -22,6 +22,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from graph.events import EventSink
+from graph.observe import tracing
 from graph.services import Services, ServicesProvider
 from graph.state import CallRecord, Context, TurnState, outcome_of
 from graph.store import leases
@@ -138,29 +139,33 @@ async def _phrase(
     prompt = [SystemMessage(_NATURALIZER + "\n\n" + fence("tool_results", data, new_nonce())), HumanMessage(request)]
     full: AIMessageChunk | None = None
     shown = _Deltas(sink)
-    try:
-        async for chunk in svc.naturalizer_model.astream(prompt, config):
-            if isinstance(chunk, AIMessage) and not isinstance(chunk, AIMessageChunk):
-                # A model without native streaming yields its whole answer once.
-                chunk = AIMessageChunk(content=chunk.content, response_metadata=chunk.response_metadata,
-                                       usage_metadata=chunk.usage_metadata, additional_kwargs=chunk.additional_kwargs)
-            if not isinstance(chunk, AIMessageChunk):
-                continue
-            if full is None:
-                failures = chunk.response_metadata.get("tollgate_fallbacks") or []
-                if failures:
-                    sink.emit("model_fallback", role="naturalizer", failed=failures,
-                              answered_by=chunk.response_metadata.get("tollgate_provider"))
-            full = chunk if full is None else full + chunk
-            reasoning = chunk.additional_kwargs.get("reasoning_content")
-            if isinstance(reasoning, str) and reasoning:
-                sink.emit("reasoning_delta", text=reasoning)
-            if chunk.text:
-                shown.add(chunk.text)
-    except Exception as exc:  # noqa: BLE001 - any model failure falls back to the grounded renderer
-        _log.warning("naturalizer failed (%s); using the grounded renderer", type(exc).__name__)
-        sink.emit("model_fallback", role="naturalizer", failed=[{"error": type(exc).__name__}], answered_by="renderer")
-        return rendered, None, False
+    with tracing.model_call("naturalizer") as call:
+        try:
+            async for chunk in svc.naturalizer_model.astream(prompt, config):
+                if isinstance(chunk, AIMessage) and not isinstance(chunk, AIMessageChunk):
+                    # A model without native streaming yields its whole answer once.
+                    chunk = AIMessageChunk(content=chunk.content, response_metadata=chunk.response_metadata,
+                                           usage_metadata=chunk.usage_metadata, additional_kwargs=chunk.additional_kwargs)
+                if not isinstance(chunk, AIMessageChunk):
+                    continue
+                if full is None:
+                    failures = chunk.response_metadata.get("tollgate_fallbacks") or []
+                    if failures:
+                        sink.emit("model_fallback", role="naturalizer", failed=failures,
+                                  answered_by=chunk.response_metadata.get("tollgate_provider"))
+                full = chunk if full is None else full + chunk
+                reasoning = chunk.additional_kwargs.get("reasoning_content")
+                if isinstance(reasoning, str) and reasoning:
+                    sink.emit("reasoning_delta", text=reasoning)
+                if chunk.text:
+                    shown.add(chunk.text)
+        except Exception as exc:  # noqa: BLE001 - any model failure falls back to the grounded renderer
+            call.outcome = "error"
+            _log.warning("naturalizer failed (%s); using the grounded renderer", type(exc).__name__)
+            sink.emit("model_fallback", role="naturalizer", failed=[{"error": type(exc).__name__}], answered_by="renderer")
+            return rendered, None, False
+        if full is not None:
+            tracing.answered(call, full)
     if full is None or not full.text.strip():
         return rendered, None, False
     prompt_chars = sum(len(str(m.content)) for m in prompt)

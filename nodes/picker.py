@@ -29,6 +29,7 @@ from langgraph.runtime import Runtime
 from graph.events import EventSink
 from graph.ledger.audit import AuditRecord, append_audit
 from graph.models.resilient import ModelsUnavailable
+from graph.observe import tracing
 from graph.services import Services, ServicesProvider
 from graph.state import CallRecord, Context, Gate, Plan, RecentList, TurnState
 from graph.store import leases
@@ -141,6 +142,14 @@ async def _answer(model: Runnable[Any, Any], messages: list[AnyMessage], config:
     arrives (provisional, as the naturalizer's: the ``message_complete`` text, after the honesty
     gate, is the reply), its tool calls are taken whole. A model without native streaming gives
     its whole answer at once, with no deltas."""
+    with tracing.model_call("picker") as call:
+        answer = await _streamed(model, messages, config, sink)
+        tracing.answered(call, answer)
+        return answer
+
+
+async def _streamed(model: Runnable[Any, Any], messages: list[AnyMessage], config: RunnableConfig,
+                    sink: EventSink) -> Any:
     full: AIMessageChunk | None = None
     async for chunk in model.astream(messages, config):
         if not isinstance(chunk, AIMessageChunk):

@@ -272,8 +272,31 @@ async def test_the_admin_routes_serve_only_a_token_naming_the_admin_scope(
 
 async def test_a_stored_token_is_never_an_operator(api: Api) -> None:
     """Without admin scopes configured the admin routes refuse everyone; a stored token is one owner's."""
-    refused = await api.client.get("/v1/admin/audit", headers=api.auth)
-    assert refused.status_code == 403 and refused.json()["code"] == "insufficient_scope"
+    for path in ("/v1/admin/audit", "/metrics"):
+        refused = await api.client.get(path, headers=api.auth)
+        assert refused.status_code == 403 and refused.json()["code"] == "insufficient_scope", path
+
+
+async def test_the_metrics_are_served_to_the_admin_scope_only(
+    oidc_server: LiveServer, provider: Provider, owner: str
+) -> None:
+    """``GET /metrics`` is an operator's route: a token without the admin scope is refused, one
+    with it reads the Prometheus text (parsed), the database gauges read at the scrape."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    async with httpx.AsyncClient(base_url=oidc_server.url, timeout=30) as client:
+        assert (await client.get("/metrics")).status_code == 401
+        plain = {"Authorization": f"Bearer {provider.token(owner, scope='openid tollgate.approve')}"}
+        assert (await client.get("/metrics", headers=plain)).status_code == 403
+        admin = {"Authorization": f"Bearer {provider.token(owner, scope='openid tollgate.admin')}"}
+        page = await client.get("/metrics", headers=admin)
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/plain")
+    families = {f.name: f for f in text_string_to_metric_families(page.text)}
+    assert {"tollgate_turns", "tollgate_approvals", "tollgate_background_runs", "tollgate_db_pool_connections",
+            "tollgate_model_call_seconds", "tollgate_tool_call_seconds", "tollgate_lease_wait_seconds"} <= families.keys()
+    pool = {s.labels["state"]: s.value for s in families["tollgate_db_pool_connections"].samples}
+    assert pool.keys() == {"in_use", "idle", "waiting", "max"} and pool["max"] == oidc_server.settings.pool_max_size
+    assert {s.labels["state"] for s in families["tollgate_approvals"].samples} >= {"pending", "executed", "expired"}
 
 
 async def test_stored_tokens_do_not_work_when_oidc_is_configured(

@@ -116,7 +116,8 @@ _bearer = HTTPBearer(auto_error=False, description="A Tollgate API token (`tg_..
 
 
 # Route groups, by path, for the scopes a deployment requires of each (TOLLGATE_AUTH_SCOPES).
-_GROUPS: Final = (("/v1/approvals", "approvals"), ("/v1/background-runs", "background"), ("/v1/admin", "admin"))
+_GROUPS: Final = (("/v1/approvals", "approvals"), ("/v1/background-runs", "background"), ("/v1/admin", "admin"),
+                  ("/metrics", "admin"))
 
 
 def _group(path: str) -> str:

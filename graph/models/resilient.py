@@ -27,6 +27,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from pydantic import ConfigDict
 from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
 
+from graph.observe import metrics
 from policies.errors import Unavailable
 
 __all__ = ["ModelsUnavailable", "Provider", "ResilientChatModel", "failure_kind"]
@@ -168,6 +169,7 @@ class ResilientChatModel(BaseChatModel):
         """Note that ``provider`` failed (its error kind only, never the message), and log it."""
         kind = failure_kind(exc)
         failures.append({"provider": provider, "error": kind})
+        metrics.MODEL_ERRORS.labels(provider, kind).inc()
         _log.warning("model provider %s failed (%s)", provider, kind)
 
     def _fallback_for(self, tools: list[Any] | None, failures: list[dict[str, str]] | None = None) -> Any:

@@ -34,6 +34,7 @@ import psycopg
 from psycopg import AsyncConnection, AsyncPipeline
 from psycopg_pool import AsyncConnectionPool
 
+from graph.observe import metrics
 from graph.store import owner_scope
 from policies.errors import ErrorCode, TollgateError, Unavailable
 
@@ -245,13 +246,17 @@ class Leases:
     async def acquire(self, thread_id: str) -> Lease:
         """Take the thread, waiting up to ``wait_seconds`` for its holder; else :class:`Unavailable`."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.wait
+        started = loop.time()
+        deadline = started + self.wait
         delay = _FIRST_RETRY
         while True:
             lease = await self.try_acquire(thread_id)
             if lease is not None:
+                if delay > _FIRST_RETRY:  # it waited for another holder
+                    metrics.LEASE_WAITS.labels("acquired").observe(loop.time() - started)
                 return lease
             if loop.time() >= deadline:
+                metrics.LEASE_WAITS.labels("timed_out").observe(loop.time() - started)
                 raise Unavailable(f"thread {thread_id!r} (another turn is still running on it)")
             await asyncio.sleep(delay)
             delay = min(delay * 2, _MAX_RETRY)

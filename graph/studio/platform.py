@@ -25,6 +25,7 @@ import graph._env  # noqa: F401  - before langgraph is imported
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 from graph.app import build_services, connected_tools, serve_connected
+from graph.observe.tracing import configure_tracing
 from graph.services import Services
 from graph.settings import Settings, misspelt_variables
 from graph.state import Context
@@ -50,6 +51,7 @@ async def services() -> Services:
             settings = await asyncio.to_thread(Settings)  # reads `.env` when there is one
             for warning in misspelt_variables(os.environ):
                 _log.warning("%s", warning)
+            configure_tracing()  # OTLP export when OTEL_EXPORTER_OTLP_* say where (and the platform set up none)
             db = await _resources.enter_async_context(open_database(settings))
             remote = await _resources.enter_async_context(connected_tools(settings))
             # Off the event loop: building the services reads files (the development approval key,
