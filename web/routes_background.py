@@ -10,13 +10,13 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from graph.background import api
 from graph.background.store import BackgroundRun, RunSource, RunStatus
 from web.deps import PrincipalDep
 from web.errors import documented
-from web.schemas import THREAD_ID_PATTERN, storable
+from web.schemas import THREAD_ID_PATTERN, Message
 
 __all__ = ["RUN_ID_PATTERN", "RunCreate", "RunDetailOut", "RunEventOut", "RunOut", "RunsOut", "router"]
 
@@ -24,7 +24,7 @@ RUN_ID_PATTERN = r"^run_[0-9a-f]{32}$"
 """Background run ids."""
 
 router = APIRouter(prefix="/v1/background-runs", tags=["background runs"])
-Instruction = Annotated[str, StringConstraints(min_length=1, max_length=8000), AfterValidator(storable)]
+Instruction = Message
 """A run's instruction: the rules of a chat message."""
 
 

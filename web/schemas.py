@@ -7,7 +7,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 from zoneinfo import available_timezones
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, StringConstraints
+from typing_extensions import TypeAliasType
 
 from graph.events import EventType
 from graph.profiles import LOCALE_PATTERN
@@ -64,17 +65,48 @@ _MAX_MESSAGE = 8000
 _MAX_NOTE = 2000
 
 
-def storable(text: str) -> str:
-    """``text`` if PostgreSQL can store it and it is not blank; else ``ValueError`` (a 422)."""
+def stored(text: str) -> str:
+    """``text`` if PostgreSQL can store it; else ``ValueError`` (a 422): NUL and unpaired surrogates
+    are refused, never stored altered."""
     if unstorable(text):
         raise ValueError("text contains NUL or unpaired surrogate characters")
-    if not text.strip():
+    return text
+
+
+def storable(text: str) -> str:
+    """``text`` if PostgreSQL can store it and it is not blank; else ``ValueError`` (a 422)."""
+    if not stored(text).strip():
         raise ValueError("text must not be blank")
     return text
 
 
-Message = Annotated[str, StringConstraints(min_length=1, max_length=_MAX_MESSAGE), AfterValidator(storable)]
-Note = Annotated[str, StringConstraints(min_length=1, max_length=_MAX_NOTE), AfterValidator(storable)]
+# What the schema says of every string the server stores: no NUL, no unpaired surrogate (the
+# validators above refuse them with a clear message; the patterns say the same to clients and
+# to schema-driven tools). JSON Schema patterns, written with Python's (and ECMA-262's) escapes.
+_REFUSED = r"\x00\ud800-\udfff"
+STORED_PATTERN = rf"^[^{_REFUSED}]*$"
+"""Any text PostgreSQL can store: no NUL, no unpaired surrogate."""
+NOT_BLANK_PATTERN = rf"^[^{_REFUSED}]*[^\s{_REFUSED}][^{_REFUSED}]*$"
+"""The same, and not blank."""
+_LINE_PATTERN = r"^[^\x00-\x1f\x7f\ud800-\udfff]*$"
+"""One line of storable text (no control characters)."""
+
+
+def _says(pattern: str) -> Any:
+    """The schema's ``pattern`` (what the validators refuse, stated for clients)."""
+    return Field(json_schema_extra={"pattern": pattern})
+
+
+StoredText = Annotated[str, AfterValidator(stored), _says(STORED_PATTERN)]
+"""Text the server stores (it may be empty or blank)."""
+StoredObject = Annotated[dict[str, "StoredJson"], Field(json_schema_extra={"propertyNames": {"pattern": STORED_PATTERN}})]
+"""A JSON object whose keys are storable text."""
+StoredJson = TypeAliasType("StoredJson", "StoredText | int | float | bool | None | list[StoredJson] | StoredObject")
+"""A JSON value whose strings (keys too) are :data:`StoredText` (what the schema says of edited arguments)."""
+Message = Annotated[str, StringConstraints(min_length=1, max_length=_MAX_MESSAGE), AfterValidator(storable),
+                    _says(NOT_BLANK_PATTERN)]
+Note = Annotated[str, StringConstraints(min_length=1, max_length=_MAX_NOTE), AfterValidator(storable),
+                 _says(NOT_BLANK_PATTERN)]
 ThreadId = Annotated[str, StringConstraints(pattern=THREAD_ID_PATTERN)]
 
 ApiErrorCode = ErrorCode | Literal["unauthenticated", "insufficient_scope", "rate_limited", "method_not_allowed",
@@ -104,10 +136,25 @@ class ApproveBody(_Wire):
     """The decision."""
 
 
-def _bounded(args: dict[str, Any]) -> dict[str, Any]:
+def _bounded(args: Any) -> dict[str, Any]:
+    if not isinstance(args, dict):
+        raise ValueError("arguments must be an object")
     if depth_of(args) > MAX_DEPTH:
         raise ValueError(f"arguments must not nest deeper than {MAX_DEPTH} levels")
+    if _any_unstorable(args):
+        raise ValueError("arguments contain NUL or unpaired surrogate characters")
     return args
+
+
+def _any_unstorable(value: Any) -> bool:
+    """Whether a string anywhere in ``value`` (a key or a value, at any depth) cannot be stored."""
+    if isinstance(value, str):
+        return unstorable(value)
+    if isinstance(value, dict):
+        return any(_any_unstorable(k) or _any_unstorable(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_any_unstorable(v) for v in value)
+    return False
 
 
 class EditBody(_Wire):
@@ -116,7 +163,7 @@ class EditBody(_Wire):
 
     type: Literal["edit"]
     """The decision."""
-    args: Annotated[dict[str, Any], AfterValidator(_bounded)]
+    args: Annotated[dict[str, Any], PlainValidator(_bounded, json_schema_input_type=StoredObject)]
     """The new arguments (positions such as ``"#3"`` resolve against the thread's latest list)."""
     run: bool = False
     """Run the edited call at once instead of returning its new preview for approval."""
@@ -170,14 +217,14 @@ class ThreadsQuery(_Wire):
     """At most this many threads."""
     kind: Literal["chat", "run", "inbox", "all"] = "chat"
     """Which threads: chat threads (the default), background runs' threads, the inbox, or all."""
-    q: str = Field(default="", max_length=200)
+    q: Annotated[StoredText, Field(max_length=200)] = ""
     """Only threads whose title or messages contain this (case-insensitive)."""
 
 
 class ThreadPatch(_Wire):
     """Body of ``PATCH /v1/threads/{id}``."""
 
-    title: str = Field(max_length=200)
+    title: Annotated[StoredText, Field(max_length=200)]
     """The thread's new title; empty gives it back its first message."""
 
 
@@ -188,7 +235,8 @@ TimezoneName = Literal[tuple(sorted(available_timezones()))]  # type: ignore[val
 class MePatch(_Wire):
     """Body of ``PATCH /v1/me``: the fields to set (``null`` clears one)."""
 
-    display_name: str | None = Field(default=None, max_length=200, pattern=r"^[^\x00-\x1f\x7f]*$")
+    display_name: Annotated[str, AfterValidator(stored), Field(
+        max_length=200, pattern=r"^[^\x00-\x1f\x7f]*$", json_schema_extra={"pattern": _LINE_PATTERN})] | None = None
     timezone: TimezoneName | None = Field(default=None, description="An IANA timezone, e.g. Europe/Paris.")
     locale: str | None = Field(default=None, max_length=40, pattern=LOCALE_PATTERN,
                                description="A language tag, e.g. fr-FR.")
@@ -485,24 +533,40 @@ class AuditVerdictOut(BaseModel):
     """What failed: ``gap``, ``prev_hash``, ``row_hash``, ``column:<name>`` or ``body``."""
 
 
+_URL_PATTERN = r"^https?://[^\s\x00\ud800-\udfff]+$"
+Username = Annotated[str, AfterValidator(stored), Field(
+    min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$",
+    json_schema_extra={"pattern": r"^[^\x00-\x1f\x7f\ud800-\udfff]+$"})]
+Password = Annotated[str, AfterValidator(stored), Field(
+    min_length=1, max_length=500, description="Stored encrypted; never returned.",
+    json_schema_extra={"pattern": STORED_PATTERN})]
+
+
 class CalDavAccountIn(_Wire):
     """Body of ``PUT /v1/me/accounts/caldav``: the calendar's address and its login."""
 
-    url: str = Field(max_length=500, pattern=r"^https?://[^\s]+$", description="The calendar collection's address.")
-    username: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
-    password: str = Field(min_length=1, max_length=500, description="Stored encrypted; never returned.")
+    url: Annotated[str, AfterValidator(stored), Field(
+        max_length=500, pattern=r"^https?://[^\s]+$", json_schema_extra={"pattern": _URL_PATTERN},
+        description="The calendar collection's address.")]
+    username: Username
+    password: Password
 
 
 class ImapAccountIn(_Wire):
     """Body of ``PUT /v1/me/accounts/imap``: the mailbox, the outgoing server, the login and the owner's address."""
 
-    imap_url: str = Field(max_length=500, pattern=r"^imaps?://[^\s/]+/?$",
-                          description="``imaps://host[:port]`` (or ``imap://`` for a host the operator allows plain text).")
-    smtp_url: str = Field(max_length=500, pattern=r"^(smtps|smtp\+starttls|smtp)://[^\s/]+/?$",
-                          description="``smtps://host[:465]``, ``smtp+starttls://host[:587]`` (or ``smtp://`` where allowed).")
-    username: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
-    password: str = Field(min_length=1, max_length=500, description="Stored encrypted; never returned.")
-    address: str = Field(max_length=320, pattern=r"^[^\s@<>]+@[^\s@<>]+$", description="The From of what is sent.")
+    imap_url: Annotated[str, AfterValidator(stored), Field(
+        max_length=500, pattern=r"^imaps?://[^\s/]+/?$", json_schema_extra={"pattern": r"^imaps?://[^\s/\x00\ud800-\udfff]+/?$"},
+        description="``imaps://host[:port]`` (or ``imap://`` for a host the operator allows plain text).")]
+    smtp_url: Annotated[str, AfterValidator(stored), Field(
+        max_length=500, pattern=r"^(smtps|smtp\+starttls|smtp)://[^\s/]+/?$",
+        json_schema_extra={"pattern": r"^(smtps|smtp\+starttls|smtp)://[^\s/\x00\ud800-\udfff]+/?$"},
+        description="``smtps://host[:465]``, ``smtp+starttls://host[:587]`` (or ``smtp://`` where allowed).")]
+    username: Username
+    password: Password
+    address: Annotated[str, AfterValidator(stored), Field(
+        max_length=320, pattern=r"^[^\s@<>]+@[^\s@<>]+$", description="The From of what is sent.",
+        json_schema_extra={"pattern": r"^[^\s@<>\x00\ud800-\udfff]+@[^\s@<>\x00\ud800-\udfff]+$"})]
 
 
 class AccountOut(BaseModel):
