@@ -53,6 +53,13 @@ class Settings(BaseSettings):
     pool_max_size: int = Field(default=20, ge=1, le=200)
     """Maximum PostgreSQL connections per process (opened on demand). A turn takes one only while
     it runs a statement, never while it waits on a model, so this bounds database work, not turns."""
+    db_wait_seconds: float = Field(default=10.0, gt=0, le=300)
+    """How long a statement waits for one of the pool's connections under load (while the
+    database is known to be away: one second), then fails as unavailable (503)."""
+    db_connect_timeout_seconds: float = Field(default=5.0, ge=2, le=120)
+    """How long opening a database connection may take (a host that does not answer)."""
+    db_statement_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+    """The longest one statement may run on the server before it is cancelled."""
     max_concurrent_turns: int = Field(default=1000, ge=1, le=100_000)
     """Turns one process runs at once; more wait for a slot (holding nothing)."""
     max_turns_per_owner: int = Field(default=16, ge=1, le=10_000)

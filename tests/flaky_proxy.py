@@ -21,14 +21,17 @@ class _Dropped(Exception):
 class FlakyRelay:
     """Relays ``127.0.0.1:port`` to ``127.0.0.1:target``; counts and drops connections on request."""
 
-    def __init__(self, target: int) -> None:
+    def __init__(self, target: int, *, unix_path: str | None = None) -> None:
         self.target = target
+        self.unix_path = unix_path
+        """A Unix socket to relay to instead of ``127.0.0.1:target`` (a local PostgreSQL)."""
         self.port = 0
         self.connections = 0
         """Connections accepted so far, dropped ones included."""
         self.dropped = 0
         """Connections closed on purpose so far."""
         self._to_drop = 0
+        self._down = False
         self._drop_on: bytes | None = None
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.Task[None]] = set()
@@ -38,6 +41,16 @@ class FlakyRelay:
         self._to_drop += n
         for task in list(self._open):
             task.cancel()
+
+    def go_down(self) -> None:
+        """Close every connection open now and refuse every new one, until :meth:`come_back`."""
+        self._down = True
+        for task in list(self._open):
+            task.cancel()
+
+    def come_back(self) -> None:
+        """Relay again."""
+        self._down = False
 
     def drop_when_sent(self, marker: bytes) -> None:
         """Close the next connection on which a client sends ``marker``, before the server sees it."""
@@ -64,6 +77,10 @@ class FlakyRelay:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        if self._down:
+            self.dropped += 1
+            writer.close()
+            return
         if self._to_drop:
             self._to_drop -= 1
             self.dropped += 1
@@ -73,7 +90,10 @@ class FlakyRelay:
         assert task is not None
         self._open.add(task)
         try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target)
+            if self.unix_path is not None:
+                up_reader, up_writer = await asyncio.open_unix_connection(self.unix_path)
+            else:
+                up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target)
         except OSError:
             writer.close()
             self._open.discard(task)
@@ -101,9 +121,9 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
 
 
 @contextlib.asynccontextmanager
-async def flaky_relay(target: int) -> AsyncIterator[FlakyRelay]:
-    """A started :class:`FlakyRelay` to ``target``, closed on exit."""
-    relay = FlakyRelay(target)
+async def flaky_relay(target: int, *, unix_path: str | None = None) -> AsyncIterator[FlakyRelay]:
+    """A started :class:`FlakyRelay` to ``target`` (or ``unix_path``), closed on exit."""
+    relay = FlakyRelay(target, unix_path=unix_path)
     await relay.start()
     try:
         yield relay

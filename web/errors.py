@@ -71,10 +71,16 @@ def _location(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(str(part) for part in loc)
 
 
+_RETRY_UNAVAILABLE: Final = "5"
+"""Seconds a client is asked to wait before it retries a 503 (a database or provider outage)."""
+
+
 async def _tollgate_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, TollgateError)
     violations = exc.violations if isinstance(exc, InvalidArgs) else None
-    return _body(exc.code, exc.message, STATUS_BY_CODE.get(exc.code, 503), violations=violations)
+    status = STATUS_BY_CODE.get(exc.code, 503)
+    return _body(exc.code, exc.message, status, violations=violations,
+                 headers={"Retry-After": _RETRY_UNAVAILABLE} if status == 503 else None)
 
 
 def _violation(error: Mapping[str, Any]) -> str:
@@ -140,7 +146,7 @@ async def _stopped(_request: Request, exc: Exception) -> JSONResponse:
 
 async def _database_down(_request: Request, exc: Exception) -> JSONResponse:
     _log.warning("database unavailable: %s", type(exc).__name__)
-    return _body("unavailable", "the database is unavailable", 503)
+    return _body("unavailable", "the database is unavailable", 503, headers={"Retry-After": _RETRY_UNAVAILABLE})
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -167,6 +173,7 @@ _DESCRIPTIONS: Final[dict[int, str]] = {
 _HEADERS: Final[dict[int, dict[str, Any]]] = {
     401: {"WWW-Authenticate": {"description": "`Bearer`", "schema": {"type": "string"}}},
     429: {"Retry-After": {"description": "Seconds until a request is allowed again.", "schema": {"type": "integer"}}},
+    503: {"Retry-After": {"description": "Seconds to wait before trying again.", "schema": {"type": "integer"}}},
 }
 
 

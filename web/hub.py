@@ -291,8 +291,12 @@ class TurnHub:
         )
         try:
             self.recorded(run, await store.record_events(self.db, owner_id, [event]))
-        except Exception as again:  # the database may be what failed; followers then stop at their idle limit
+        except Exception as again:  # the database may be what failed
             _log.warning("could not record a failed run's end: %s", type(again).__name__)
+            # The run's own stream is told all the same, under the id of the last event the log
+            # holds (this one is not in it); whoever takes the thread over closes the run in the
+            # log (graph.ledger.event_log), so a client that reconnects hears the end too.
+            self.recorded(run, [event | {"id": last["id"]}])
 
     def _notify(self, thread_id: str) -> None:
         signal = self._signals.pop(thread_id, None)

@@ -24,6 +24,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from graph.settings import Settings
 from graph.store.migrations import MIGRATIONS, SUMMARIES
+from graph.store.pool import open_pool
 
 if TYPE_CHECKING:
     from tools.registry import Registry
@@ -259,14 +260,10 @@ async def open_database(settings: Settings, *, migrate: bool = True) -> AsyncIte
     async def drop_role(conn: AsyncConnection[Any]) -> None:
         await conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
 
-    pool: AsyncConnectionPool[AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
-        url,
-        min_size=1,
-        max_size=settings.pool_max_size,
-        open=False,
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-        configure=drop_role if role is not None else None,
-    )
+    pool = open_pool(url, max_size=settings.pool_max_size, wait_seconds=settings.db_wait_seconds,
+                     connect_seconds=settings.db_connect_timeout_seconds,
+                     statement_seconds=settings.db_statement_timeout_seconds,
+                     configure=drop_role if role is not None else None)
     await pool.open(wait=True, timeout=30)
     try:
         yield Database(url=url, pool=pool, admin_url=admin_url)

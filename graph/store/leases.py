@@ -213,6 +213,8 @@ class Leases:
         self.ttl = ttl_seconds
         self.wait = wait_seconds
         self._held: set[Lease] = set()
+        self._unreleased: dict[str, Lease] = {}
+        """Leases whose release failed, by thread: released again before their thread is next taken."""
         self._keeper: asyncio.Task[None] | None = None
 
     async def try_acquire(self, thread_id: str) -> Lease | None:
@@ -245,6 +247,12 @@ class Leases:
 
     async def acquire(self, thread_id: str) -> Lease:
         """Take the thread, waiting up to ``wait_seconds`` for its holder; else :class:`Unavailable`."""
+        unreleased = self._unreleased.pop(thread_id, None)
+        if unreleased is not None:
+            try:
+                await self.release(unreleased)
+            except Exception:  # noqa: BLE001 - still away: the wait below ends with the lease's time limit
+                self._unreleased[thread_id] = unreleased
         loop = asyncio.get_running_loop()
         started = loop.time()
         deadline = started + self.wait
@@ -312,7 +320,16 @@ class Leases:
             with bound(lease):
                 yield lease
         finally:
-            await shielded(self.release(lease), what="releasing a thread lease (it ends with its time limit)")
+            await shielded(self._release_or_keep(lease), what="releasing a thread lease (it ends with its time limit)")
+
+    async def _release_or_keep(self, lease: Lease) -> None:
+        """Release ``lease``; one that could not be (the database was away) is released again
+        before this process next takes its thread, instead of blocking it until it expires."""
+        try:
+            await self.release(lease)
+        except Exception:
+            self._unreleased[lease.thread_id] = lease
+            raise
 
 
 _shared: weakref.WeakKeyDictionary[AsyncConnectionPool[Any], dict[tuple[float, float], Leases]] = (
