@@ -772,6 +772,29 @@ def credentials_delete(
 
 
 
+mcp = typer.Typer(help="MCP servers as governed tools (TOLLGATE_MCP_POLICY).", no_args_is_help=True)
+cli.add_typer(mcp, name="mcp")
+
+
+@mcp.command("check")
+def mcp_check(
+    policy: Annotated[Path, typer.Argument(metavar="POLICY", help="The policy file (TOML).")],
+) -> None:
+    """Connect to every server of POLICY and report what it would do: tools it names that a server
+    does not offer, tools it leaves out, unknown keys, missing effects and usage examples, stale
+    schema pins. Exits 1 when the server would refuse to start with it."""
+    from tools.mcp_check import check_policy
+
+    findings = _run(check_policy(policy))
+    for finding in findings:
+        style = "red" if finding.level == "error" else "yellow"
+        _out.print(f"{finding.level}: {finding.where}: {finding.message}", style=style, soft_wrap=True)
+    errors = sum(f.level == "error" for f in findings)
+    if errors:
+        raise _fail(f"{errors} error(s): a server would not start with this policy", code=1)
+    _out.print(f"ok: {policy} is ready" + (f" ({len(findings)} warning(s))" if findings else ""))
+
+
 accounts = typer.Typer(help="Owners' own accounts (a CalDAV calendar, an IMAP mailbox with its SMTP server), "
                             "checked with their servers, stored encrypted.", no_args_is_help=True)
 cli.add_typer(accounts, name="account")

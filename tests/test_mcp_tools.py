@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import os
 import subprocess
 import sys
 import textwrap
@@ -359,3 +360,62 @@ async def test_a_tool_description_that_instructs_the_model_is_withheld_and_flagg
     warnings = out.approval.actions[0].warnings
     assert [w["code"] for w in warnings if w["code"] == "instructions"] == ["instructions"]
     assert "MCP server memo, tool helpful_note" in next(w["text"] for w in warnings if w["code"] == "instructions")
+
+
+def test_mcp_check_reports_unknown_tools_missing_effects_and_examples_and_typos(tmp_path: Path) -> None:
+    """``tollgate mcp check POLICY`` connects to the real server (stdio) and names every problem at
+    once, with the closest real name; a good policy passes with its warnings."""
+    command = f'command = ["{sys.executable}", "-m", "tests.mcp_server", "stdio"]'
+    bad = tmp_path / "bad.toml"
+    bad.write_text(f"""[servers.memo]
+{command}
+timout_seconds = 5
+
+[servers.memo.tools.list_note]
+tier = "allowlist"
+effect = "read"
+usage_examples = ["what are my notes"]
+
+[servers.memo.tools.add_note]
+tier = "confirmation"
+efect = "write"
+preview = "Add the note '{{text}}'"
+""")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOLLGATE_")}
+    tollgate = str(Path(sys.executable).with_name("tollgate"))
+    found = subprocess.run([tollgate, "mcp", "check", str(bad)], capture_output=True, text=True, env=env, cwd=_ROOT,
+                           timeout=120)
+    assert found.returncode == 1, found.stdout + found.stderr
+    out = " ".join(found.stdout.split())
+    assert "error: memo: unknown key 'timout_seconds'; did you mean 'timeout_seconds'?" in out
+    assert "error: memo.add_note: unknown key 'efect'; did you mean 'effect'?" in out
+    assert "error: memo.add_note: no effect (read, write or destructive)" in out
+    assert "warning: memo.add_note: no usage_examples" in out
+
+    named = tmp_path / "named.toml"
+    named.write_text(f"""[servers.memo]
+{command}
+
+[servers.memo.tools.list_note]
+tier = "allowlist"
+effect = "read"
+usage_examples = ["what are my notes"]
+
+[servers.memo.tools.add_note]
+tier = "confirmation"
+effect = "write"
+preview = "Add the note '{{text}}'"
+usage_examples = ["add a note"]
+""")
+    found = subprocess.run([tollgate, "mcp", "check", str(named)], capture_output=True, text=True, env=env, cwd=_ROOT,
+                           timeout=120)
+    assert found.returncode == 1, found.stdout + found.stderr
+    out = " ".join(found.stdout.split())
+    assert "error: memo.list_note: the server offers no such tool; did you mean 'list_notes'?" in out
+    assert "warning: memo.export_everything: offered by the server but not named in the policy" in out
+
+    named.write_text(named.read_text().replace("list_note]", "list_notes]"))
+    found = subprocess.run([tollgate, "mcp", "check", str(named)], capture_output=True, text=True, env=env, cwd=_ROOT,
+                           timeout=120)
+    assert found.returncode == 0, found.stdout + found.stderr
+    assert "ok:" in found.stdout and "error" not in found.stdout

@@ -83,13 +83,19 @@ from policies.tiers import Effect, Tier
 from tools.loading import ToolLoadError
 from tools.registry import ActionResult, ActionSpec, ExecContext, IdKind, Registry, ResultRow, ToolSpec, template_preview
 
-__all__ = ["McpCredentialMissing", "McpPolicyError", "McpToolChanged", "McpTools", "open_mcp_tools", "schema_hash"]
+__all__ = ["SERVER_KEYS", "TOOL_KEYS", "McpCredentialMissing", "McpPolicyError", "McpToolChanged", "McpTools",
+           "load_policy", "open_mcp_tools", "schema_hash", "server_target"]
 
 _log = logging.getLogger("tollgate.mcp")
 _TIERS: Final = ("allowlist", "confirmation", "mustlist", "blocklist")
 _EFFECTS: Final = ("read", "write", "destructive")
 _TEXT_CAP: Final = 20_000
 _TIMEOUT_SECONDS: Final = 30.0
+SERVER_KEYS: Final = frozenset({"command", "url", "env", "id_kinds", "tools", "per_owner", "timeout_seconds"})
+"""The keys a server's table of the policy may have."""
+TOOL_KEYS: Final = frozenset({"tier", "effect", "preview", "id_fields", "result_ids", "schema_sha256", "usage_examples",
+                              "url_args", "trust", "timeout_seconds"})
+"""The keys a tool's table of the policy may have."""
 """A call's time limit when the policy sets none."""
 _OWNER_SESSIONS: Final = 64  # per-owner sessions kept open per server (the least recently used close first)
 T = TypeVar("T")
@@ -245,7 +251,8 @@ class _ServerPolicy:
     per_owner: _OwnerAuth | None = None
 
 
-def _load_policy(path: Path) -> list[_ServerPolicy]:
+def load_policy(path: Path) -> list[_ServerPolicy]:
+    """The policy's servers; :class:`McpPolicyError` for the first thing it cannot use."""
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -406,7 +413,7 @@ async def _owner_session(url: str, headers: dict[str, str]) -> AsyncIterator[Cli
 def _pins(path: Path, server: str) -> dict[str, str]:
     """The schema hashes the policy file pins for ``server``'s tools now (none if it cannot be read)."""
     try:
-        servers = {s.name: s for s in _load_policy(path)}
+        servers = {s.name: s for s in load_policy(path)}
     except McpPolicyError:
         return {}
     found = servers.get(server)
@@ -565,20 +572,27 @@ def _reason(exc: BaseException) -> Exception:
     return exc if isinstance(exc, Exception) else McpPolicyError("MCP start-up was cancelled")
 
 
+def server_target(server: _ServerPolicy) -> Any:
+    """What the SDK's ``Client`` connects to for ``server``: its URL, or its command over stdio."""
+    if server.url is not None:
+        return server.url
+    assert server.command is not None
+    return StdioServerParameters(command=server.command[0], args=list(server.command[1:]), env={**server.env} or None)
+
+
 @asynccontextmanager
 async def _connected(policy_path: Path) -> AsyncIterator[McpTools]:
     specs: list[ToolSpec] = []
     connected: list[_Live] = []
     async with AsyncExitStack() as stack:
-        for server in _load_policy(policy_path):
+        for server in load_policy(policy_path):
             holder: list[_Live] = []
 
             async def on_message(message: Any, holder: list[_Live] = holder) -> None:
                 if getattr(message, "method", "") == "notifications/tools/list_changed" and holder:
                     await holder[0].recheck()
 
-            target: Any = server.url or StdioServerParameters(command=server.command[0], args=list(server.command[1:]),  # type: ignore[index]
-                                                              env={**server.env} or None)
+            target = server_target(server)
             try:
                 client = await stack.enter_async_context(Client(target, message_handler=on_message))
                 listed = await client.list_tools()
