@@ -822,13 +822,15 @@ def account_add(
     password = sys.stdin.readline().rstrip("\n") if not sys.stdin.isatty() else typer.prompt("password", hide_input=True)
     settings = _settings()
     plaintext = frozenset(settings.connector_plaintext_hosts)
+    on_lan = kind in settings.connector_private_networks.get(owner, [])
 
     def connect(store: Any) -> Any:
         if kind == "imap":
             return connect_imap(store, egress_client(settings), owner, imap_url=url, smtp_url=smtp_url,
-                                username=username, password=password, address=address, plaintext_hosts=plaintext)
+                                username=username, password=password, address=address, plaintext_hosts=plaintext,
+                                private_network=on_lan)
         return connect_caldav(store, egress_client(settings), owner, url=url, username=username, password=password,
-                              plaintext_hosts=plaintext)
+                              plaintext_hosts=plaintext, private_network=on_lan)
 
     try:
         done = _run(_credential_store(settings, connect))

@@ -155,6 +155,10 @@ class Settings(BaseSettings):
     connector_plaintext_hosts: list[str] = Field(default_factory=list)
     """Hosts whose accounts may log in without TLS (``http://``, ``imap://``, ``smtp://``: a server on
     the LAN); refused otherwise."""
+    connector_private_networks: dict[str, list[Literal["caldav", "imap"]]] = Field(default_factory=dict)
+    """Owners whose own calendar or mail server is on a LAN (JSON object: owner id -> ``["caldav"]``,
+    ``["imap"]`` or both): those accounts, and only they, may reach private addresses (RFC 1918
+    and CGNAT IPv4; never loopback, link-local or a metadata endpoint). Allowed in production."""
     model_fallback: Literal["offline", "none"] | None = None
     """When every configured picker provider fails: ``offline`` answers with the offline picker,
     ``none`` answers that the model is unavailable and does nothing. Unset: ``offline`` in

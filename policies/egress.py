@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 from pydantic import StringConstraints
 
 __all__ = [
+    "PRIVATE_NETWORKS",
     "EgressDecision",
     "EgressMode",
     "EgressPolicy",
@@ -111,6 +112,12 @@ NON_GLOBAL_V6: Final = _nets(
     "5f00::/16",  # RFC 9602: SRv6 SIDs
 )
 """IPv6 ranges inside 2000::/3 that are still not a public destination."""
+
+PRIVATE_NETWORKS: Final = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
+"""A LAN: RFC 1918 and carrier-grade NAT (RFC 6598), where an owner's own server at home or in
+the office is; never loopback, link-local or a metadata endpoint (those stay refused whatever
+allows this). IPv4 only: an allowed IPv6 network is at most a /32, and a LAN's ULA prefix is
+each site's own."""
 
 NAT64_WELL_KNOWN: Final = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052: IPv4 in the last 32 bits
 NAT64_LOCAL: Final = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: local-use NAT64, never global

@@ -146,6 +146,18 @@ class ThreadReadOnly(TollgateError):
         super().__init__(f"thread {thread_id!r} is a {kind} thread: it is read-only for chat")
 
 
+_ALLOWED_BY: Final = {
+    "not_allowlisted": "TOLLGATE_EGRESS_ALLOW_HOSTS",
+    "non_global_address": "TOLLGATE_CONNECTOR_PRIVATE_NETWORKS for one owner's own calendar or mail server; "
+                          "TOLLGATE_EGRESS_ALLOW_NETWORKS in development",
+    "embedded_ipv4": "TOLLGATE_CONNECTOR_PRIVATE_NETWORKS for one owner's own calendar or mail server; "
+                     "TOLLGATE_EGRESS_ALLOW_NETWORKS in development",
+    "plaintext_refused": "TOLLGATE_CONNECTOR_PLAINTEXT_HOSTS",
+}
+"""The setting that would allow a refused destination, by reason (none: it is never allowed,
+a cloud metadata endpoint say)."""
+
+
 class EgressDenied(TollgateError):
     """An outbound destination was refused by the egress gate."""
 
@@ -153,7 +165,8 @@ class EgressDenied(TollgateError):
 
     def __init__(self, reason: str) -> None:
         self.reason = reason
-        super().__init__(f"egress refused: {reason}")
+        allowed_by = _ALLOWED_BY.get(reason)
+        super().__init__(f"egress refused: {reason}" + (f" (an operator can allow it: {allowed_by})" if allowed_by else ""))
 
 
 class Transient(TollgateError):

@@ -104,3 +104,45 @@ async def test_the_command_line_connects_and_removes_an_account(
     gone = subprocess.run([_TOLLGATE, "account", "remove", "--owner", owner], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
     assert gone.returncode == 0 and await _names(settings, db, owner) == []
+
+
+async def test_a_lan_account_is_allowed_for_its_owner_alone_in_production_and_refusals_name_the_setting() -> None:
+    """An owner's mail server at home (``mail.home.example`` on 192.168.1.20): refused by default,
+    the refusal naming the setting that would allow it; allowed in production for exactly the
+    owner and kind ``TOLLGATE_CONNECTOR_PRIVATE_NETWORKS`` lists; a metadata address never."""
+    from policies.errors import EgressDenied
+    from tools.connectors.backends import private_network_owners
+    from tools.connectors.imap import ImapMailbox, MailAccount
+    from tools.perimeter.config import egress_client
+
+    production = Settings(environment="production", approval_secret="x" * 32,
+                          connector_private_networks={"alice": ["imap"]})
+    addresses = {"mail.home.example": ["192.168.1.20"], "metadata.home.example": ["169.254.169.254"]}
+
+    async def resolve(host: str, port: int) -> list[str]:
+        return addresses[host]
+
+    http = egress_client(production, resolver=resolve)
+    on_lan = private_network_owners(production.model_dump(), "imap")
+    assert on_lan == {"alice"} and private_network_owners(production.model_dump(), "caldav") == set()
+
+    def mailbox(owner: str, host: str = "mail.home.example") -> ImapMailbox:
+        account = MailAccount(f"imaps://{host}", f"smtps://{host}", "u", "p", f"{owner}@home.example",
+                              private_network=owner in on_lan)
+        return ImapMailbox(http, account)
+
+    allowed = mailbox("alice")
+    assert await allowed._http.address("mail.home.example", 993) == "192.168.1.20"  # noqa: SLF001 - the one it connects to
+
+    refused = mailbox("bob")
+    with pytest.raises(EgressDenied) as denied:
+        await refused._http.address("mail.home.example", 993)  # noqa: SLF001
+    assert denied.value.reason == "non_global_address"
+    assert "TOLLGATE_CONNECTOR_PRIVATE_NETWORKS" in denied.value.message
+
+    with pytest.raises(EgressDenied) as metadata:
+        await mailbox("alice", "metadata.home.example")._http.address("metadata.home.example", 993)  # noqa: SLF001
+    assert metadata.value.reason == "metadata_endpoint" and "allow" not in metadata.value.message
+
+    assert "TOLLGATE_EGRESS_ALLOW_HOSTS" in EgressDenied("not_allowlisted").message
+    assert "TOLLGATE_CONNECTOR_PLAINTEXT_HOSTS" in EgressDenied("plaintext_refused").message

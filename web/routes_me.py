@@ -8,6 +8,7 @@ from fastapi import APIRouter
 
 from graph.perimeter.credentials import CredentialStore, credentials_cipher
 from graph.profiles import Profile, get_profile, resolve, update_profile
+from graph.settings import Settings
 from policies.errors import InvalidArgs, NotFound
 from graph.perimeter.accounts import ConnectedAccount, connect_caldav, connect_imap, connected, disconnect
 from tools.connectors.errors import AccountRefused
@@ -73,6 +74,11 @@ async def read_accounts(principal: PrincipalDep) -> AccountsOut:
     return AccountsOut(accounts=[_account(a) for a in await connected(_store(principal), principal.owner_id)])
 
 
+def _on_lan(settings: Settings, owner_id: str, kind: str) -> bool:
+    """Whether the operator allowed this owner's ``kind`` account on a LAN (never the owner's own say)."""
+    return kind in settings.connector_private_networks.get(owner_id, [])
+
+
 @router.put("/accounts/caldav", summary="Connect my CalDAV calendar", responses=documented(401, 403, 422, 429, 503),
             response_model_exclude_none=True,
             # Valid data may still be refused: the login is tried on the owner's server (tests/test_schemathesis.py).
@@ -87,7 +93,8 @@ async def put_caldav(body: CalDavAccountIn, principal: PrincipalDep) -> AccountO
     try:
         done = await connect_caldav(_store(principal), svc.http(), principal.owner_id, url=body.url,
                                     username=body.username, password=body.password,
-                                    plaintext_hosts=frozenset(svc.settings.connector_plaintext_hosts))
+                                    plaintext_hosts=frozenset(svc.settings.connector_plaintext_hosts),
+                                    private_network=_on_lan(svc.settings, principal.owner_id, "caldav"))
     except (AccountRefused, NotFound) as exc:
         raise InvalidArgs("account", [exc.message]) from None
     return _account(done)
@@ -108,7 +115,8 @@ async def put_imap(body: ImapAccountIn, principal: PrincipalDep) -> AccountOut:
     try:
         done = await connect_imap(_store(principal), svc.http(), principal.owner_id, imap_url=body.imap_url,
                                   smtp_url=body.smtp_url, username=body.username, password=body.password,
-                                  address=body.address, plaintext_hosts=frozenset(svc.settings.connector_plaintext_hosts))
+                                  address=body.address, plaintext_hosts=frozenset(svc.settings.connector_plaintext_hosts),
+                                  private_network=_on_lan(svc.settings, principal.owner_id, "imap"))
     except AccountRefused as exc:
         raise InvalidArgs("account", [exc.message]) from None
     return _account(done)

@@ -41,7 +41,8 @@ class ConnectedAccount:
 
 
 async def connect_caldav(store: CredentialStore, http: EgressClient, owner_id: str, *, url: str, username: str,
-                         password: str, plaintext_hosts: frozenset[str] = frozenset()) -> ConnectedAccount:
+                         password: str, plaintext_hosts: frozenset[str] = frozenset(),
+                         private_network: bool = False) -> ConnectedAccount:
     """Log in to the calendar at ``url``; store the account for ``owner_id`` only if that worked.
 
     Raises the connector's refusals unchanged (:class:`~tools.connectors.caldav.AccountRefused`,
@@ -50,7 +51,8 @@ async def connect_caldav(store: CredentialStore, http: EgressClient, owner_id: s
     """
     if not (url and username and password):
         raise ValueError("a CalDAV account needs its calendar's address, a username and a password")
-    calendar = CalDavCalendar(http, CalDavAccount(url, username, password, plaintext_hosts), ZoneInfo("UTC"))
+    calendar = CalDavCalendar(http, CalDavAccount(url, username, password, plaintext_hosts, private_network),
+                              ZoneInfo("UTC"))
     await calendar.check()
     for name, value in zip(ACCOUNT_NAMES, (calendar.url, username, password), strict=True):
         await store.set(owner_id, _TOOL, name, value)
@@ -71,7 +73,7 @@ async def disconnect_caldav(store: CredentialStore, owner_id: str) -> bool:
 
 async def connect_imap(store: CredentialStore, http: EgressClient, owner_id: str, *, imap_url: str, smtp_url: str,
                        username: str, password: str, address: str,
-                       plaintext_hosts: frozenset[str] = frozenset()) -> ConnectedAccount:
+                       plaintext_hosts: frozenset[str] = frozenset(), private_network: bool = False) -> ConnectedAccount:
     """Log in to the IMAP and SMTP servers; store the account for ``owner_id`` only if both worked.
 
     Raises the connector's refusals unchanged (:class:`~tools.connectors.errors.AccountRefused`,
@@ -79,7 +81,8 @@ async def connect_imap(store: CredentialStore, http: EgressClient, owner_id: str
     """
     if not (imap_url and smtp_url and username and password and "@" in address):
         raise ValueError("a mail account needs its IMAP and SMTP addresses, a username, a password and the owner's address")
-    await ImapMailbox(http, MailAccount(imap_url, smtp_url, username, password, address, plaintext_hosts)).check()
+    await ImapMailbox(http, MailAccount(imap_url, smtp_url, username, password, address, plaintext_hosts,
+                                        private_network)).check()
     for name, value in zip(MAIL_ACCOUNT_NAMES, (imap_url, smtp_url, username, password, address), strict=True):
         await store.set(owner_id, "mail", name, value)
     return ConnectedAccount("imap", imap_url, username, smtp_url, address)

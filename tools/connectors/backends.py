@@ -14,7 +14,7 @@ from typing import Any
 
 from tools.registry import ActionSpec, ExecContext, IdKind, Reconciled, Reconciler, ToolSpec
 
-__all__ = ["ServerHook", "backend_of", "backends_chosen", "on_stores"]
+__all__ = ["ServerHook", "backend_of", "backends_chosen", "on_stores", "private_network_owners"]
 
 
 def backend_of(settings: Mapping[str, Any], tool: str, owner_id: str) -> str:
@@ -26,6 +26,13 @@ def backend_of(settings: Mapping[str, Any], tool: str, owner_id: str) -> str:
 def backends_chosen(settings: Mapping[str, Any], tool: str) -> set[str]:
     """Every store some owner of ``tool`` uses."""
     return {settings.get(f"{tool}_backend") or "builtin", *(settings.get(f"{tool}_backend_owners") or {}).values()}
+
+
+def private_network_owners(settings: Mapping[str, Any], kind: str) -> frozenset[str]:
+    """The owners whose own ``kind`` account (``caldav``, ``imap``) the operator allowed on a LAN
+    (``TOLLGATE_CONNECTOR_PRIVATE_NETWORKS``)."""
+    chosen = settings.get("connector_private_networks") or {}
+    return frozenset(owner for owner, kinds in chosen.items() if kind in kinds)
 
 
 StoreFor = Callable[[ExecContext], Awaitable[Any]]

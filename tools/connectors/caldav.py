@@ -75,6 +75,8 @@ class CalDavAccount:
     password: str
     plaintext_hosts: frozenset[str] = frozenset()
     """Hosts the operator allows over plain ``http://`` (a test server on loopback, a LAN box)."""
+    private_network: bool = False
+    """The operator allowed this account's server on a LAN (``TOLLGATE_CONNECTOR_PRIVATE_NETWORKS``)."""
 
     def __repr__(self) -> str:  # the password never reaches a log through a repr
         return f"CalDavAccount(calendar_url={self.calendar_url!r}, username={self.username!r}, password='***')"
@@ -163,7 +165,7 @@ class CalDavCalendar:
             raise EgressDenied("plaintext_refused")  # a password over plain text is refused by default
         self.url = url
         self.zone = zone
-        self._http = http.for_hosts(parts.netloc)
+        self._http = http.for_hosts(parts.netloc, private_network=account.private_network)
         login = f"{account.username}:{account.password}".encode()
         self._auth = {"Authorization": "Basic " + base64.b64encode(login).decode("ascii")}
 

@@ -31,7 +31,7 @@ from tools.calendar import CALENDAR, TABLE, EventStore
 from tools.connectors.caldav import CalDavAccount, CalDavCalendar, RemoteEvent, StaleEvent
 from tools._render import quoted, write_result, zone
 from tools.args import CalendarCancelArgs, CalendarCreateArgs, CalendarUpdateArgs
-from tools.connectors.backends import backend_of, backends_chosen, on_stores
+from tools.connectors.backends import backend_of, backends_chosen, on_stores, private_network_owners
 from tools.registry import ExecContext, IdKind, Reconciled, ToolSpec
 
 __all__ = ["ACCOUNT_NAMES", "CALDAV_EVENT", "AccountMissing", "CalDavEvents", "calendar_for"]
@@ -172,6 +172,7 @@ def calendar_for(settings: Mapping[str, Any] | None) -> ToolSpec:
     if backends_chosen(values, "calendar") == {"builtin"}:
         return CALENDAR
     plaintext = frozenset(str(h) for h in values.get("connector_plaintext_hosts") or ())
+    on_lan = private_network_owners(values, "caldav")
 
     async def store_for(ctx: ExecContext) -> EventStore:
         if backend_of(values, "calendar", ctx.owner_id) != "caldav":
@@ -181,7 +182,7 @@ def calendar_for(settings: Mapping[str, Any] | None) -> ToolSpec:
         url, username, password = [await ctx.credentials.get(name) for name in ACCOUNT_NAMES]
         if not (url and username and password):
             raise AccountMissing()
-        account = CalDavAccount(url, username, password, plaintext)
+        account = CalDavAccount(url, username, password, plaintext, private_network=ctx.owner_id in on_lan)
         return CalDavEvents(CalDavCalendar(ctx.http, account, zone(ctx.timezone)))
 
     def on_caldav(owner_id: str) -> bool:

@@ -94,6 +94,8 @@ class MailAccount:
     """The owner's address: the ``From`` of what they send."""
     plaintext_hosts: frozenset[str] = frozenset()
     """Hosts the operator allows without TLS (a test server on loopback, a LAN box)."""
+    private_network: bool = False
+    """The operator allowed this account's servers on a LAN (``TOLLGATE_CONNECTOR_PRIVATE_NETWORKS``)."""
 
     def __repr__(self) -> str:  # the password never reaches a log through a repr
         return (f"MailAccount(imap_url={self.imap_url!r}, smtp_url={self.smtp_url!r}, username={self.username!r}, "
@@ -142,7 +144,7 @@ class ImapMailbox:
         self._imap = _endpoint(account.imap_url, ("imaps", "imap"), account.plaintext_hosts)
         self._smtp = _endpoint(account.smtp_url, ("smtps", "smtp+starttls", "smtp"), account.plaintext_hosts)
         self._http = http.for_hosts(*(f"[{e.host}]:{e.port}" if ":" in e.host else f"{e.host}:{e.port}"
-                                      for e in (self._imap, self._smtp)))
+                                      for e in (self._imap, self._smtp)), private_network=account.private_network)
         self._timeout = http.limits.timeout_seconds
 
     @asynccontextmanager

@@ -17,7 +17,7 @@ from policies.errors import ErrorCode, TollgateError, Unavailable
 from tools import mail as builtin
 from tools._render import plural, quoted, write_result
 from tools.args import MailListArgs, MailMarkReadArgs, MailSendArgs, MailTrashArgs
-from tools.connectors.backends import backend_of, backends_chosen, on_stores
+from tools.connectors.backends import backend_of, backends_chosen, on_stores, private_network_owners
 from tools.connectors.imap import ImapMailbox, MailAccount
 from tools.connectors.imap_session import ID_PATTERN, RemoteMessage
 from tools.mail import MAIL, TABLE, MailStore
@@ -125,6 +125,7 @@ def mail_for(settings: Mapping[str, Any] | None) -> ToolSpec:
     if backends_chosen(values, "mail") == {"builtin"}:
         return MAIL
     plaintext = frozenset(str(h) for h in values.get("connector_plaintext_hosts") or ())
+    on_lan = private_network_owners(values, "imap")
 
     def on_imap(owner_id: str) -> bool:
         return backend_of(values, "mail", owner_id) == "imap"
@@ -137,7 +138,8 @@ def mail_for(settings: Mapping[str, Any] | None) -> ToolSpec:
         imap_url, smtp_url, username, password, address = [await ctx.credentials.get(n) for n in ACCOUNT_NAMES]
         if not (imap_url and smtp_url and username and password and address):
             raise MailAccountMissing()
-        account = MailAccount(imap_url, smtp_url, username, password, address, plaintext)
+        account = MailAccount(imap_url, smtp_url, username, password, address, plaintext,
+                              private_network=ctx.owner_id in on_lan)
         return ImapMessages(ImapMailbox(ctx.http, account))
 
     runs = {"list": builtin.list_mail, "read": builtin.read_mail, "send": builtin.send_mail,

@@ -24,7 +24,9 @@ from typing import Any, Final
 import httpcore
 import httpx
 
-from policies.egress import EgressDecision, EgressPolicy, check_addresses, check_endpoint, check_redirect, check_url
+from policies.egress import (
+    PRIVATE_NETWORKS, EgressDecision, EgressPolicy, check_addresses, check_endpoint, check_redirect, check_url,
+)
 from policies.errors import EgressDenied, Unavailable
 
 __all__ = [
@@ -385,9 +387,11 @@ class EgressClient:
             raise EgressDenied(pinned.reason)
         return pinned.address
 
-    def for_hosts(self, *hosts: str) -> EgressClient:
+    def for_hosts(self, *hosts: str, private_network: bool = False) -> EgressClient:
         """This client, allowed to reach ``hosts`` (``host`` or ``host:port``) only: an account's own
-        server, with the operator's networks, mode and caps."""
-        policy = EgressPolicy.build(mode=self.policy.mode, allow_hosts=hosts,
-                                    allow_networks=[str(n) for n in self.policy.allow_networks])
+        server, with the operator's networks, mode and caps; with ``private_network``, also when
+        those hosts are on a LAN (:data:`~policies.egress.PRIVATE_NETWORKS`: the operator allowed it
+        for this one account)."""
+        networks = [str(n) for n in self.policy.allow_networks] + (list(PRIVATE_NETWORKS) if private_network else [])
+        policy = EgressPolicy.build(mode=self.policy.mode, allow_hosts=hosts, allow_networks=networks)
         return EgressClient(policy, self.limits, self.resolver)
