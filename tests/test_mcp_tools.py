@@ -419,3 +419,23 @@ usage_examples = ["add a note"]
                            timeout=120)
     assert found.returncode == 0, found.stdout + found.stderr
     assert "ok:" in found.stdout and "error" not in found.stdout
+
+
+def test_the_readmes_policy_example_uses_every_key_and_loads(tmp_path: Path) -> None:
+    """The README documents the MCP policy format with one example: it names every key the format
+    has (so the documentation cannot fall behind) and loads as a server would load it."""
+    import tomllib
+
+    from tests.readme_blocks import blocks_run_by
+    from tools.mcp_tools import SERVER_KEYS, TOOL_KEYS, load_policy
+
+    [example] = blocks_run_by("tests/test_mcp_tools.py", "toml")
+    raw = tomllib.loads(example)
+    server_keys = {key for server in raw["servers"].values() for key in server}
+    tool_keys = {key for server in raw["servers"].values() for tool in server["tools"].values() for key in tool}
+    assert server_keys == SERVER_KEYS and tool_keys == TOOL_KEYS
+    path = tmp_path / "policy.toml"
+    path.write_text(example)
+    wiki, notes = load_policy(path)
+    assert wiki.url == "https://wiki.example/mcp" and wiki.per_owner is not None
+    assert notes.command == ("python", "-m", "notes_server") and notes.tools["share_note"].url_args == ("destination",)
