@@ -495,3 +495,82 @@ def test_the_one_after_lunch_is_the_next_row_of_the_latest_list() -> None:
     moved = decide("move the one before the design review to 11am", ctx)
     assert isinstance(moved, Call) and moved.args["event_id"] == "evt_b"
     assert isinstance(decide("cancel the one after the design review", ctx), Reply)  # nothing after the last: ask
+
+
+# --- plug-ins' arguments, from their schemas ---------------------------------------------------
+
+
+def _plugin_tools() -> list[dict[str, Any]]:
+    """The built-ins, the shipped bookmarks example and an expenses and a pantry tool defined here,
+    as the registry writes their function schemas (with their usage examples)."""
+    from typing import Literal
+
+    from pydantic import Field
+    from tollgate_bookmarks import BOOKMARKS
+
+    from policies.arguments import ArgsModel, Count, SafeText
+    from tools.registry import ActionResult, ActionSpec, ToolSpec
+
+    class ExpenseArgs(ArgsModel):
+        """Log an expense."""
+
+        amount: float = Field(gt=0, le=1_000_000, description="The amount spent.")
+        description: SafeText(200) = Field(description="What it was for.")
+        currency: Literal["EUR", "USD", "GBP"] | None = Field(default=None, description="The currency.")
+        category: Literal["food", "travel", "books", "other"] | None = None
+
+    class PantryArgs(ArgsModel):
+        """Add an item to the pantry."""
+
+        item: SafeText(100) = Field(description="What to add.")
+        quantity: Count(1, 1000) | None = None
+
+    async def run(ctx: Any, args: Any) -> ActionResult:  # never called: the picker only proposes
+        raise AssertionError
+
+    def tool(name: str, action: str, args: type[ArgsModel], examples: tuple[str, ...]) -> ToolSpec:
+        return ToolSpec(name=name, description=f"Your {name}.", capability_phrase=f"keep your {name}",
+                        actions=(ActionSpec(name=action, description=args.__doc__ or "", args=args, tier="confirmation",
+                                            effect="write", executor=run, renderer=lambda result: "x",
+                                            preview=lambda ctx, a: "x",
+                                            usage_examples=examples),))
+
+    from tools.builtin import enabled_builtins
+    from tools.registry import Registry
+
+    registry = Registry([
+        *enabled_builtins(None), BOOKMARKS,
+        tool("expenses", "add", ExpenseArgs, ("log 12.50 for lunch as an expense", "add an expense of 30 for taxis")),
+        tool("pantry", "add", PantryArgs, ("add rice to the pantry", "put 2 tins of tomatoes in the pantry")),
+    ])
+    return registry.function_schemas()
+
+
+@pytest.mark.parametrize(
+    ("request_text", "function", "args"),
+    [
+        ("log 12.50 for lunch as an expense", "expenses__add", {"amount": 12.5, "description": "lunch"}),
+        ("log 9.99 for a book as an expense", "expenses__add", {"amount": 9.99, "description": "book"}),
+        ("add an expense of €40 for the train to Lyon, travel", "expenses__add",
+         {"amount": 40.0, "description": "the train to Lyon", "currency": "EUR", "category": "travel"}),
+        ("add flour to the pantry", "pantry__add", {"item": "flour"}),
+        ("put 6 eggs in the pantry", "pantry__add", {"item": "eggs", "quantity": 6}),
+        ("Bookmark https://example.com/pasta as pasta recipe", "bookmarks__save",
+         {"url": "https://example.com/pasta", "title": "pasta recipe"}),
+    ],
+)
+def test_a_plug_ins_fields_of_every_type_are_filled_from_its_schema(request_text: str, function: str,
+                                                                     args: dict[str, Any]) -> None:
+    """Numbers, currencies and choices, several fields at once, an address and a title: the
+    request is routed to the plug-in its noun names and every field is filled (before, an expense
+    asked for "a little more", and the bookmark's title was ``//example.com/pasta as pasta recipe``)."""
+    answer = ask(request_text, tools=_plugin_tools())
+    assert [(c["name"], c["args"]) for c in answer.tool_calls] == [(function, args)]
+
+
+def test_a_missing_required_field_is_asked_for_by_name() -> None:
+    answer = ask("log an expense for lunch", tools=_plugin_tools())
+    assert not answer.tool_calls
+    assert answer.text.startswith("What amount should I use?"), answer.text
+    saved = ask("bookmark https://example.com/soup", tools=_plugin_tools())
+    assert not saved.tool_calls and saved.text.startswith("What title should I use?"), saved.text

@@ -21,6 +21,7 @@ from graph.observe import scope
 __all__ = ["configure_logging", "masked"]
 
 _SCOPE_FIELDS: Final = ("owner_id", "thread_id", "turn_id", "approval_id")
+_CHATTY: Final = ("procrastinate", "psycopg.pool")
 # Tollgate's tokens (``tg_`` + 43 URL-safe characters), and any ``Bearer``/``Basic`` credential.
 _CREDENTIAL: Final = re.compile(r"\btg_[A-Za-z0-9_-]{20,}|\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
 
@@ -89,4 +90,8 @@ def configure_logging(fmt: Literal["text", "json"] = "text", level: str = "INFO"
         logger = logging.getLogger(name)
         logger.handlers.clear()
         logger.propagate = True
+    # The job queue's and the pool's own INFO lines narrate their internals (blueprints loaded,
+    # connections opened): kept for DEBUG, their warnings always.
+    for name in _CHATTY:
+        logging.getLogger(name).setLevel("DEBUG" if level.upper() == "DEBUG" else "WARNING")
 

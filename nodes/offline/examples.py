@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["Example", "Match", "examples_of", "fill", "nearest"]
+__all__ = ["ABOUT", "FILTER_FIELDS", "PLACE_FIELDS", "Example", "Match", "examples_of", "fill", "nearest", "place_in"]
 
 _WORD: Final = re.compile(r"https?://\S+|[\w'@.-]+", re.UNICODE)
 _EXAMPLES: Final = re.compile(r'Examples:\s*(.*)$', re.S)
@@ -32,7 +32,7 @@ _STOP: Final = frozenset(
 )
 _URL: Final = re.compile(r"https?://[^\s<>\"']+")
 _PREFIX_SCORE: Final = 0.6
-_PLACE_FIELDS: Final = frozenset({"place", "city", "location", "town"})
+PLACE_FIELDS: Final = frozenset({"place", "city", "location", "town"})
 _TRAILING_TIME: Final = re.compile(
     r"\s+(?:today|tonight|tomorrow|this\s+(?:week|weekend|morning|afternoon|evening)|next\s+week|right\s+now|now)\s*$", re.I)
 _PREPOSITION: Final = re.compile(r"\b(?:in|for|at|near|around)\s+(.+)$", re.I)
@@ -129,7 +129,8 @@ def _free_text(request: str, example: str) -> str:
     return " ".join(asked[j1:j2])
 
 
-def _place(request: str) -> str:
+def place_in(request: str) -> str:
+    """The place a request names after its preposition ("in Lyon"), title-cased when typed in lower case."""
     text = _TRAILING_TIME.sub("", request.strip().rstrip("?.!"))
     found = _PREPOSITION.search(text)
     value = (found.group(1) if found else "").strip(" ,")
@@ -137,8 +138,8 @@ def _place(request: str) -> str:
     return value.title() if value == value.lower() else value
 
 
-_ABOUT: Final = re.compile(r"\b(?:about|containing|mentioning|on)\s+(?:the\s+|my\s+)?(.+?)[?.!]*$", re.I)
-_FILTER_FIELDS: Final = frozenset({"contains", "query", "q", "search"})
+ABOUT: Final = re.compile(r"\b(?:about|containing|mentioning|on)\s+(?:the\s+|my\s+)?(.+?)[?.!]*$", re.I)
+FILTER_FIELDS: Final = frozenset({"contains", "query", "q", "search"})
 
 
 def fill(request: str, match: Match, given: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
@@ -155,8 +156,8 @@ def fill(request: str, match: Match, given: Mapping[str, Any] | None = None) -> 
     required = [str(name) for name in schema.get("required") or ()]
     args: dict[str, Any] = dict(given or {})
     for name in props:
-        if name in _FILTER_FIELDS and name not in required and name not in args:
-            about = _ABOUT.search(request)
+        if name in FILTER_FIELDS and name not in required and name not in args:
+            about = ABOUT.search(request)
             if about is not None:
                 args[name] = about.group(1).strip()[:100]
     text_fields = []
@@ -169,8 +170,8 @@ def fill(request: str, match: Match, given: Mapping[str, Any] | None = None) -> 
             if found is None:
                 return None
             args[name] = found.group(0).rstrip(".,!?)")
-        elif name in _PLACE_FIELDS:
-            value = _place(request)
+        elif name in PLACE_FIELDS:
+            value = place_in(request)
             if not value:
                 return None
             args[name] = value

@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from nodes.offline import events, mail, reminders, todo
 from nodes.offline.examples import Example, Match, fill, nearest
+from nodes.offline.slots import Missing, fill_slots, without_tool_clause
 from nodes.offline.functions import KNOWN
 from nodes.offline.moods import Mood, is_standalone_no, is_yes, mood_of, small_talk_reply
 from nodes.offline.plan import Call, Direct, Plan, Reply, Turn, clarify, reply
@@ -359,7 +360,7 @@ class Routes:
 
 _EXAMPLE_SCORE: Final = 0.5
 """The least weighted share of an example's words a request must have to be routed by it."""
-_ANCHORED_SCORE: Final = 0.45
+_ANCHORED_SCORE: Final = 0.3
 """The same when the request names the tool itself ("note", "weather", "web")."""
 
 
@@ -401,15 +402,46 @@ def _direct(turn: Turn, match: Match | None) -> Plan | None:
     given = _id_args(turn, match)
     if isinstance(given, Reply):
         return given
-    args = fill(turn.text, match, given)
-    if args is None:
-        what = match.example.function.replace("__", " ").replace("_", " ")
-        return clarify(f"I can {what} for you, but I need a little more: for example “{match.example.text}”.")
-    return Direct(match.example.function, args)
+    schema = match.example.parameters
+    tool = match.example.function.split("__", 1)[0]
+    if not _several_slots(schema):
+        args = fill(turn.text, match, given)
+        if args is not None:
+            # "add flour to the pantry": the clause naming the tool is the command, not the value.
+            return Direct(match.example.function, {k: v if k in given or not isinstance(v, str) or "://" in v
+                                                   else without_tool_clause(v, tool) or v for k, v in args.items()})
+    slotted = fill_slots(turn.text, match.example.text, schema, given=given, when=turn.when, tool=tool)
+    if isinstance(slotted, Missing):
+        return clarify(f"{slotted.question()} For example: “{match.example.text}”.")
+    return Direct(match.example.function, slotted)
+
+
+def _several_slots(schema: Mapping[str, Any]) -> bool:
+    """Whether a function has more to fill than one free text (several required fields, or any
+    that is a number, a choice, a date, an address): the schema-driven filler's work."""
+    props: Mapping[str, Any] = schema.get("properties") or {}
+    if len(schema.get("required") or ()) > 1:
+        return True
+    for prop in props.values():
+        options = [p for p in prop.get("anyOf") or () if p.get("type") != "null"] or [prop]
+        if any(p.get("type") not in (None, "string") or p.get("enum") or p.get("format") in ("date", "date-time", "email")
+               for p in options):
+            return True
+    return False
+
+
+def _takes_url(example: Example) -> bool:
+    props = example.parameters.get("properties") or {}
+    return any(name == "url" or (p.get("format") == "uri") for name, p in props.items())
 
 
 def _by_example(turn: Turn, routes: Routes, *, anchored_only: bool) -> Plan | None:
-    match = routes.best(turn.text)
+    match = None
+    if re.search(r"https?://", turn.text):
+        # A request with an address is for a function that takes one (save this link), when there is one.
+        takers = {e.function for e in routes.examples if _takes_url(e)}
+        match = routes.best(turn.text, only=takers.__contains__)
+    match = match or routes.best(turn.text)
     if match is None:
         return None
     needs_url = "url" in (match.example.parameters.get("required") or ())
@@ -419,7 +451,7 @@ def _by_example(turn: Turn, routes: Routes, *, anchored_only: bool) -> Plan | No
     anchored = (_anchored(match, turn.text) or needs_url) and not kinds_named(turn.text)
     if not anchored and routes.rivals(turn.text, match):
         return None
-    if anchored and match.score >= _ANCHORED_SCORE:
+    if anchored and (match.score >= _ANCHORED_SCORE or (needs_url and match.same_verb)):
         return _direct(turn, match)
     # Unanchored, the request must open with the example's verb (or be very near it): an
     # unknown function may write, and a loose match must not propose another tool's write.
