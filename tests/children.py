@@ -48,6 +48,17 @@ def free_port() -> int:
     raise RuntimeError("no free port between 20000 and 32767")
 
 
+def serve_tollgate(env: dict[str, str], cwd: Path, port: int) -> subprocess.Popen[str]:
+    """``tollgate serve --no-worker`` on ``port`` in its own session, once it answers; its output
+    goes to ``cwd/serve.log``."""
+    tollgate = str(Path(sys.executable).with_name("tollgate"))
+    with (cwd / "serve.log").open("w") as log:
+        proc = subprocess.Popen([tollgate, "serve", "--no-worker", "--port", str(port)], env=env, cwd=cwd,
+                                stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    wait_answering(f"http://127.0.0.1:{port}/healthz", proc, cwd / "serve.log", what="tollgate serve")
+    return proc
+
+
 def wait_answering(url: str, proc: subprocess.Popen[Any], log: Path, *, what: str, timeout: float = 120) -> None:
     """Return once ``url`` answers 200; fail the test with the log's tail if ``proc`` exits or ``timeout`` passes."""
     deadline = time.monotonic() + timeout

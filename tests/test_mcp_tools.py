@@ -362,6 +362,14 @@ async def test_a_tool_description_that_instructs_the_model_is_withheld_and_flagg
     assert "MCP server memo, tool helpful_note" in next(w["text"] for w in warnings if w["code"] == "instructions")
 
 
+def _mcp_check(policy: Path) -> subprocess.CompletedProcess[str]:
+    """``tollgate mcp check POLICY`` as an operator runs it (no Tollgate settings in its environment)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOLLGATE_")}
+    tollgate = str(Path(sys.executable).with_name("tollgate"))
+    return subprocess.run([tollgate, "mcp", "check", str(policy)], capture_output=True, text=True, env=env, cwd=_ROOT,
+                          timeout=120)
+
+
 def test_mcp_check_reports_unknown_tools_missing_effects_and_examples_and_typos(tmp_path: Path) -> None:
     """``tollgate mcp check POLICY`` connects to the real server (stdio) and names every problem at
     once, with the closest real name; a good policy passes with its warnings."""
@@ -381,10 +389,7 @@ tier = "confirmation"
 efect = "write"
 preview = "Add the note '{{text}}'"
 """)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOLLGATE_")}
-    tollgate = str(Path(sys.executable).with_name("tollgate"))
-    found = subprocess.run([tollgate, "mcp", "check", str(bad)], capture_output=True, text=True, env=env, cwd=_ROOT,
-                           timeout=120)
+    found = _mcp_check(bad)
     assert found.returncode == 1, found.stdout + found.stderr
     out = " ".join(found.stdout.split())
     assert "error: memo: unknown key 'timout_seconds'; did you mean 'timeout_seconds'?" in out
@@ -407,16 +412,14 @@ effect = "write"
 preview = "Add the note '{{text}}'"
 usage_examples = ["add a note"]
 """)
-    found = subprocess.run([tollgate, "mcp", "check", str(named)], capture_output=True, text=True, env=env, cwd=_ROOT,
-                           timeout=120)
+    found = _mcp_check(named)
     assert found.returncode == 1, found.stdout + found.stderr
     out = " ".join(found.stdout.split())
     assert "error: memo.list_note: the server offers no such tool; did you mean 'list_notes'?" in out
     assert "warning: memo.export_everything: offered by the server but not named in the policy" in out
 
     named.write_text(named.read_text().replace("list_note]", "list_notes]"))
-    found = subprocess.run([tollgate, "mcp", "check", str(named)], capture_output=True, text=True, env=env, cwd=_ROOT,
-                           timeout=120)
+    found = _mcp_check(named)
     assert found.returncode == 0, found.stdout + found.stderr
     assert "ok:" in found.stdout and "error" not in found.stdout
 

@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -31,10 +30,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from graph._env import child_environment
 from graph.settings import Settings
 from graph.store.db import Database
-from tests.children import free_port, wait_answering
+from tests.children import free_port, serve_tollgate
 from tests.server_harness import Api
 
-_TOLLGATE = str(Path(sys.executable).with_name("tollgate"))
 
 
 class _Receiver:
@@ -111,14 +109,6 @@ def receiver() -> Iterator[_Receiver]:
         found.server.server_close()
 
 
-def _serve(env: dict[str, str], cwd: Path, port: int) -> subprocess.Popen[str]:
-    with (cwd / "serve.log").open("w") as log:
-        proc = subprocess.Popen([_TOLLGATE, "serve", "--no-worker", "--port", str(port)], env=env, cwd=cwd,
-                                stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    wait_answering(f"http://127.0.0.1:{port}/healthz", proc, cwd / "serve.log", what="tollgate serve")
-    return proc
-
-
 def _stop(proc: subprocess.Popen[str]) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -156,7 +146,7 @@ async def test_a_turn_and_its_approval_are_traced_metered_and_logged(
     env = child_environment(settings, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url, OTEL_BSP_SCHEDULE_DELAY="100",
                             OTEL_SERVICE_NAME="tollgate-under-test", TOLLGATE_LOG_FORMAT="json",
                             TOLLGATE_METRICS_PORT=str(metrics_port), TOLLGATE_METRICS_REFRESH_SECONDS="0.2")
-    proc = _serve(env, tmp_path, port)
+    proc = serve_tollgate(env, tmp_path, port)
     secret_detail = "quartz-7731 pelican"
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:

@@ -24,7 +24,7 @@ from graph._env import child_environment
 from graph.settings import Settings
 from graph.store.db import Database
 from graph.store.embedded import status, stop
-from tests.children import free_port, wait_answering
+from tests.children import free_port, serve_tollgate as _serve
 from web.auth import owner_of_token
 
 _TOLLGATE = str(Path(sys.executable).with_name("tollgate"))
@@ -53,15 +53,6 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
         yield path
     finally:
         stop(path)
-
-
-def _serve(env: dict[str, str], cwd: Path, port: int) -> subprocess.Popen[str]:
-    """``tollgate serve`` on ``port``, once it answers; its output goes to ``cwd/serve.log``."""
-    with (cwd / "serve.log").open("w") as log:
-        proc = subprocess.Popen([_TOLLGATE, "serve", "--no-worker", "--port", str(port)], env=env, cwd=cwd,
-                                stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    wait_answering(f"http://127.0.0.1:{port}/healthz", proc, cwd / "serve.log", what="tollgate serve")
-    return proc
 
 
 # --- tokens -----------------------------------------------------------------------------------
