@@ -12,7 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from evals.routing.runner import ACCURACY_FLOOR, INDEPENDENT_FLOOR, load_cases, run_independent_eval, run_routing_eval
+from evals.routing.runner import (
+    ACCURACY_FLOOR, INDEPENDENT_FLOOR, PLUGINS_FLOOR, load_cases, run_independent_eval, run_plugins_eval, run_routing_eval,
+)
 from graph.runner import TurnRunner
 from graph.services import Services
 from graph.settings import Settings
@@ -334,6 +336,17 @@ def test_the_independent_set_floor() -> None:
         assert tags.count(tag) >= least, tag
     assert report.wrong_writes == 0, report.table()
     assert report.accuracy >= INDEPENDENT_FLOOR, report.table()
+
+
+def test_the_plugin_set_floor() -> None:
+    """Tools defined only in the eval and the shipped bookmarks example, asked as people ask:
+    every kind of field, the noun that names the tool, a missing field asked for; never a wrong write."""
+    report = run_plugins_eval()
+    assert len(report.results) >= 30
+    groups = {r.case.expect.tool for r in report.results}
+    assert {"expenses", "pantry", "habits", "shopping", "bookmarks"} <= groups
+    assert report.wrong_writes == 0, report.table()
+    assert report.accuracy >= PLUGINS_FLOOR, report.table()
 
 
 # --- what the grammar did not know (issue 21) ---------------------------------------------------

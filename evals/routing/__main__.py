@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import sys
 
-from evals.routing.runner import ACCURACY_FLOOR, INDEPENDENT_FLOOR, run_independent_eval, run_routing_eval
+from evals.routing.runner import (
+    ACCURACY_FLOOR, INDEPENDENT_FLOOR, PLUGINS_FLOOR, run_independent_eval, run_plugins_eval, run_routing_eval,
+)
 
 
 def main() -> int:
     """Print each set's report; exit 1 below its accuracy floor or on any wrong write."""
     ok = True
     for title, report, floor in (("original set (cases.jsonl)", run_routing_eval(), ACCURACY_FLOOR),
-                                 ("independent set (independent.jsonl, web tools on)", run_independent_eval(), INDEPENDENT_FLOOR)):
+                                 ("independent set (independent.jsonl, web tools on)", run_independent_eval(), INDEPENDENT_FLOOR),
+                                 ("plug-in set (plugins.jsonl, tools defined only in the eval)", run_plugins_eval(),
+                                  PLUGINS_FLOOR)):
         passed = report.passed(floor)
         ok = ok and passed
         print(f"== {title}: {report.summary()}")

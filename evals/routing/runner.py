@@ -33,6 +33,8 @@ __all__ = [
     "INDEPENDENT_FLOOR",
     "INDEPENDENT_PATH",
     "INDEPENDENT_SETTINGS",
+    "PLUGINS_FLOOR",
+    "PLUGINS_PATH",
     "Case",
     "CaseResult",
     "ExactMatch",
@@ -42,6 +44,7 @@ __all__ = [
     "Report",
     "load_cases",
     "run_independent_eval",
+    "run_plugins_eval",
     "run_routing_eval",
 ]
 
@@ -50,6 +53,13 @@ CASES_PATH: Final = Path(__file__).with_name("cases.jsonl")
 
 INDEPENDENT_PATH: Final = Path(__file__).with_name("independent.jsonl")
 """The independent set: requests written as people phrase them, not from the grammar (web tools on)."""
+
+PLUGINS_PATH: Final = Path(__file__).with_name("plugins.jsonl")
+"""The plug-in set: tools defined only in the eval (:mod:`evals.routing.plugin_tools`) and the
+shipped bookmarks example, besides the built-ins; requests written as people phrase them."""
+
+PLUGINS_FLOOR: Final = 0.95
+"""The exact-match accuracy the offline picker must keep on the plug-in set (no wrong write, ever)."""
 
 INDEPENDENT_SETTINGS: Final[dict[str, Any]] = {"web_tools": True, "search_url": "http://search.invalid"}
 """The registry settings the independent set is asked under: every built-in tool, the web ones too."""
@@ -310,12 +320,16 @@ class _Functions:
     capabilities: str
 
 
-def _functions(settings: Mapping[str, Any] | None = None) -> _Functions:
+def _functions(settings: Mapping[str, Any] | None = None, extra: Sequence[Any] = ()) -> _Functions:
     if importlib.util.find_spec("tools.builtin") is None:  # no built-in registry: the arg models alone
         schemas = known_function_schemas()
         meaning = {f"{t}__{a}": (t, a, k.args, k.writes) for (t, a), k in KNOWN.items()}
         return _Functions(schemas, meaning, "I can help with your mail, calendar, tasks and reminders.")
-    registry = importlib.import_module("tools.builtin").default_registry(settings)
+    builtin = importlib.import_module("tools.builtin")
+    registry = builtin.default_registry(settings)
+    if extra:
+        registry = importlib.import_module("tools.registry").Registry(
+            [*builtin.enabled_builtins(settings), *extra], settings)
     meaning = {f"{t.name}__{a.name}": (t.name, a.name, a.args, a.writes) for t, a in registry.actions()}
     return _Functions(registry.function_schemas(), meaning, registry.capability_summary())
 
@@ -359,3 +373,13 @@ def run_routing_eval(path: Path = CASES_PATH, settings: Mapping[str, Any] | None
 def run_independent_eval() -> Report:
     """The independent set, with the web tools on."""
     return run_routing_eval(INDEPENDENT_PATH, INDEPENDENT_SETTINGS)
+
+
+def run_plugins_eval() -> Report:
+    """The plug-in set: the built-ins, the eval's own tools and the shipped bookmarks example."""
+    from tollgate_bookmarks import BOOKMARKS
+
+    from evals.routing.plugin_tools import PLUGIN_TOOLS
+
+    functions = _functions(None, (*PLUGIN_TOOLS, BOOKMARKS))
+    return run_cases(load_cases(PLUGINS_PATH, functions.capabilities), functions)

@@ -60,7 +60,9 @@ class Match:
 
     example: Example
     score: float
-    """The weighted share of the example's content words the request has (0-1)."""
+    """The weighted share of the example's content words the request has (0-1). The nearest
+    example is the one with the best balance of that share and the share of the request's own
+    words it accounts for."""
     same_verb: bool
     """Whether the request opens with the example's first word (its verb, usually)."""
 
@@ -78,7 +80,9 @@ def examples_of(functions: Mapping[str, Mapping[str, Any]], descriptions: Mappin
 
 
 def _content(words: Sequence[str]) -> list[str]:
-    return [w for w in words if w not in _STOP and not w.startswith("http")]
+    """The words that carry meaning, plurals read as their singular ("minutes" is "minute")."""
+    return [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
+            for w in words if w not in _STOP and not w.startswith("http")]
 
 
 def nearest(request: str, examples: Sequence[Example]) -> Match | None:
@@ -92,22 +96,31 @@ def nearest(request: str, examples: Sequence[Example]) -> Match | None:
             df[word] = df.get(word, 0) + 1
     asked = _words(request)
     have = set(_content(asked))
+    # How much of the request an example accounts for, to choose between examples that the request
+    # covers alike: "add flour to the pantry" covers all of "what's in the pantry" but is nearer
+    # "add rice to the pantry". A word no example has weighs as the rarest do.
+    rarest = math.log(1 + len(docs))
+    asked_weight = sum(math.log(1 + len(docs) / df[w]) if w in df else rarest for w in have) or 1.0
     best: Match | None = None
+    best_key: tuple[float, bool] = (0.0, False)
     for example, doc in zip(examples, docs, strict=True):
         if not doc:
             continue
         weights = {w: math.log(1 + len(docs) / df[w]) for w in doc}
-        score = sum(weight for w, weight in weights.items() if w in have) / sum(weights.values())
+        shared = sum(weight for w, weight in weights.items() if w in have)
+        score = shared / sum(weights.values())
         if score <= 0:
             continue
+        covered = shared / asked_weight
         example_words = _words(example.text)
         same_verb = bool(asked and example_words and asked[0] == example_words[0])
         if len(example_words) > 2 and asked[:2] == example_words[:2] and example_words[0] not in _STOP:
             # The request opens as the example does ("look up ...", "search the web ..."): the
             # example's command, whatever its own value words.
             score = max(score, _PREFIX_SCORE)
-        if best is None or (score, same_verb) > (best.score, best.same_verb):
-            best = Match(example, score, same_verb)
+        key = (2 * score * covered / (score + covered), same_verb)
+        if best is None or key > best_key:
+            best, best_key = Match(example, score, same_verb), key
     return best
 
 

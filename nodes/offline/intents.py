@@ -361,13 +361,28 @@ class Routes:
 _EXAMPLE_SCORE: Final = 0.5
 """The least weighted share of an example's words a request must have to be routed by it."""
 _ANCHORED_SCORE: Final = 0.3
+_STRONG_SCORE: Final = 0.6
+"""A plug-in example this near, with the request's verb, outweighs the grammar's catch-all write."""
 """The same when the request names the tool itself ("note", "weather", "web")."""
 
 
-def _anchored(match: Match, text: str) -> bool:
-    tool = match.example.function.split("__", 1)[0].lower()
+def _anchored(example: Example, text: str) -> bool:
+    """Whether the request names the example's tool ("pantry", "expenses") or a value only its
+    function takes (a choice of one of its required fields: "yoga" for a habit tracker)."""
+    tool = example.function.split("__", 1)[0].lower()
     nouns = {tool, tool.rstrip("s")}
-    return any(re.search(rf"\b{re.escape(n)}s?\b", text, re.I) for n in nouns if len(n) >= 3)
+    if any(re.search(rf"\b{re.escape(n)}s?\b", text, re.I) for n in nouns if len(n) >= 3):
+        return True
+    schema = example.parameters
+    props: Mapping[str, Any] = schema.get("properties") or {}
+    choices = [v for name in schema.get("required") or () for v in (props.get(name) or {}).get("enum") or ()
+               if isinstance(v, str) and len(v) >= 4]
+    return any(re.search(rf"\b{re.escape(v.replace('_', ' '))}\b", text, re.I) for v in choices)
+
+
+# Requests that open with a built-in's own command are the grammar's, whatever tool they mention
+# ("remind me to log my expenses" is a reminder, not the expense log).
+_GRAMMAR_COMMAND: Final = re.compile(r"^(?:remind|e-?mail|schedule|reply|forward|snooze)\b", re.I)
 
 
 def _id_args(turn: Turn, match: Match) -> dict[str, Any] | Reply:
@@ -441,6 +456,10 @@ def _by_example(turn: Turn, routes: Routes, *, anchored_only: bool) -> Plan | No
         # A request with an address is for a function that takes one (save this link), when there is one.
         takers = {e.function for e in routes.examples if _takes_url(e)}
         match = routes.best(turn.text, only=takers.__contains__)
+    if match is None:
+        # A request that names a tool (or a value only it takes) is for that tool's functions.
+        named = {e.function for e in routes.examples if _anchored(e, turn.text)}
+        match = routes.best(turn.text, only=named.__contains__) if named else None
     match = match or routes.best(turn.text)
     if match is None:
         return None
@@ -448,7 +467,8 @@ def _by_example(turn: Turn, routes: Routes, *, anchored_only: bool) -> Plan | No
     if needs_url and "http" not in turn.text.lower():
         return None
     # Anchored: the request names the tool ("note", "weather"), or gives the address it reads.
-    anchored = (_anchored(match, turn.text) or needs_url) and not kinds_named(turn.text)
+    anchored = ((_anchored(match.example, turn.text) or needs_url) and not kinds_named(turn.text)
+                and not _GRAMMAR_COMMAND.match(turn.text))
     if not anchored and routes.rivals(turn.text, match):
         return None
     if anchored and (match.score >= _ANCHORED_SCORE or (needs_url and match.same_verb)):
@@ -602,6 +622,12 @@ def decide(request: str, context: Mapping[str, Any] | None, routes: Routes | Non
         if routed is not None:
             return routed
     plan = _special(replace(turn, text=text)) or _route(replace(turn, text=text), verb)
+    if mood is None and isinstance(plan, Call) and plan.key == ("tasks", "create"):
+        # The grammar's catch-all write ("log X" as a task) against a plug-in whose own example
+        # the request all but repeats ("log 25 minutes of running"): the plug-in's.
+        strong = routes.best(turn.text)
+        if strong is not None and strong.score >= _STRONG_SCORE and strong.same_verb and not routes.rivals(turn.text, strong):
+            return _direct(turn, strong) or plan
     if mood is None:
         if isinstance(plan, Reply) and plan.outcome == "clarify":
             return _by_example(turn, routes, anchored_only=False) or plan

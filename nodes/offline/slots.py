@@ -189,7 +189,13 @@ def fill_slots(request: str, example: str, schema: Mapping[str, Any], *, given: 
     required = [str(name) for name in schema.get("required") or ()]
     args: dict[str, Any] = dict(given or {})
     req = _Request(request, [])
-    found_when = when(request) if when is not None else None
+    # Addresses first: "https://news.example.org/today" holds no time phrase, whatever it spells.
+    addresses = [(m.start(), m.end()) for pattern in (_URL, _EMAIL) for m in pattern.finditer(request)]
+    blanked = "".join(" " if any(s <= i < e for s, e in addresses) else ch for i, ch in enumerate(request))
+    takes_date = any(_kind(p).get("format") in ("date", "date-time") or str(n).lower() in _DATE_NAMES
+                     for n, p in props.items())
+    # Without a date field, "morning news" is a title and "25 minutes" a number: no time phrase is read.
+    found_when = when(blanked) if when is not None and takes_date else None
     if found_when is not None:
         for span in found_when.spans:
             req.take(*span)  # the time phrase is nobody's text, nor its digits a number

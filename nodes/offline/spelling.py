@@ -28,7 +28,8 @@ anything everything minute hour day
 """.split())
 """The words the grammar routes on, whose misspellings are worth repairing."""
 
-_REAL: Final = frozenset("even ever vent mall main sand tank lost mist week weeks news shows lists marks".split())
+_REAL: Final = frozenset("even ever vent mall main sand tank lost mist week weeks news shows lists marks spend spent "
+                         "lend tend".split())
 """Real words one edit from a vocabulary word, never "repaired"."""
 
 _WORD: Final = re.compile(r"(?<![\w@./:-])([a-z]{4,}|2[a-z]{3,})(?![\w@/:-])", re.I)
