@@ -587,3 +587,17 @@ def test_a_missing_required_field_is_asked_for_by_name() -> None:
     assert answer.text.startswith("What amount should I use?"), answer.text
     saved = ask("bookmark https://example.com/soup", tools=_plugin_tools())
     assert not saved.tool_calls and saved.text.startswith("What title should I use?"), saved.text
+
+
+@pytest.mark.parametrize(
+    ("request_text", "start", "title"),
+    [("add dinner with ana the tuesday after next at 5pm", "2026-12-15T17:00:00+01:00", "Dinner with ana"),
+     ("book the dentist tomorrow afternoon from 2", "2026-12-01T14:00:00+01:00", "Dentist")],
+)
+def test_days_and_hours_as_people_say_them_and_never_in_the_title(request_text: str, start: str, title: str) -> None:
+    """"The tuesday after next" is the one after next tuesday, "tomorrow afternoon from 2" is 14:00;
+    before, they were tomorrow with "after next" left in the title, and 15:00 with "from 2" in it."""
+    answer = ask(request_text, tools=default_registry().function_schemas())
+    [made] = answer.tool_calls
+    assert made["name"] == "calendar__create"
+    assert (made["args"]["start"], made["args"]["title"]) == (start, title)

@@ -81,7 +81,7 @@ _CLOCK_RE: Final = re.compile(
     r"(?:\b(?:at|@|by|around|from)\s*)?"
     r"(?:\b(?P<h>\d{1,2})(?:[:.](?P<m>[0-5]\d))?\s*(?P<ap>a\.?m\.?|p\.?m\.?)(?![a-z])"
     r"|\b(?P<h24>[01]?\d|2[0-3])(?::|h)(?P<m24>[0-5]\d)\b"
-    r"|(?<=\bat )(?P<hat>\d{1,2})\b(?!\s*(?:st|nd|rd|th|%|minutes?|mins?|hours?|days?|weeks?|people)\b)"
+    r"|(?:(?<=\bat )|(?<=\bfrom ))(?P<hat>\d{1,2})\b(?!\s*(?:st|nd|rd|th|%|minutes?|mins?|hours?|days?|weeks?|people)\b)"
     r"|(?P<hp>half|quarter)\s+(?P<rel>past|to)\s+(?P<hh>\d{1,2}|" + "|".join(
         w for w in NUMBER_WORDS if w.isalpha() and number_of(w) in {float(i) for i in range(1, 13)}
     ) + r")\b)",
@@ -99,7 +99,7 @@ _DAY_RE: Final = re.compile(
     r"|(?P<iso>\d{4}-\d{2}-\d{2})"
     r"|(?P<mon>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?\s+(?P<md>\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(?P<my>\d{4}))?"
     r"|(?P<dm>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<mon2>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b(?:,?\s+(?P<dmy>\d{4}))?"
-    r"|(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+    r"|(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)(?P<after>\s+after\s+next)?"
     r"|(?<=\bthe\s)(?P<ord>[12]?\d|3[01])(?:st|nd|rd|th)(?!\s+(?:one|email|mail|message|event|task|reminder|note|item)s?\b)"
     r"|(?P<wdab>mon|tues?|wed|thu(?:rs?)?|fri|sat|sun)(?=\W|$)"
     r")\b",
@@ -273,6 +273,9 @@ def _day_of(match: re.Match[str], today: date) -> date | None:
     if delta == 1 and (g["pre"] or "").lower() == "next":
         # "next tuesday" said on a Monday is not tomorrow (that would be "tomorrow"): the week after.
         delta = 8
+    if g["after"]:
+        # "the tuesday after next": the one after next tuesday (read as the grammar reads "next").
+        delta = (8 if delta == 1 else delta) + 7
     return today + timedelta(days=delta)
 
 
