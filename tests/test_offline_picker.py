@@ -601,3 +601,14 @@ def test_days_and_hours_as_people_say_them_and_never_in_the_title(request_text: 
     [made] = answer.tool_calls
     assert made["name"] == "calendar__create"
     assert (made["args"]["start"], made["args"]["title"]) == (start, title)
+
+
+def test_an_obligation_with_a_day_is_a_task_and_it_as_a_task_is_the_threads_item_or_a_question() -> None:
+    """"I need to pay the bill by thursday" is a task due thursday (before: not understood);
+    "add it as a task" is the item the thread named, or a question (before: a task "It as a task")."""
+    assert decide("i need to pay the electricity bill by thursday", context()) == Call(
+        ("tasks", "create"), {"title": "Pay the electricity bill", "due_date": "2026-12-03"})
+    asked = decide("add it as a task", context())
+    assert isinstance(asked, Reply) and asked.outcome == "clarify"
+    named = context() | {"prior_user_turns": ["tell me about the dentist"]}
+    assert decide("add it as a task", named) == Call(("tasks", "create"), {"title": "Dentist"})

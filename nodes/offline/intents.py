@@ -334,8 +334,9 @@ def _implicit_event(turn: Turn) -> bool:
 
 
 def _special(turn: Turn) -> Plan | None:
-    """Shapes with no opening verb: "X, add it to my list"."""
-    return todo.add_it(turn)
+    """Shapes with no opening verb: "X, add it to my list"; "I need to X by thursday" (a task
+    with its due day, unless it names mail, events or reminders)."""
+    return todo.add_it(turn) or (None if kinds_named(turn.text) else todo.obligation(turn))
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,8 @@ _CREATE_HEAD: Final = re.compile(
     re.I,
 )
 _LIST_TAIL: Final = re.compile(
-    r"\b(?:to|on|onto|in|into)\s+(?:my|the)\s+(?:todo|task|tasks|to\s+do|shopping|grocery)?\s*(?:list|tasks|todos?)\b", re.I
+    r"\b(?:to|on|onto|in|into)\s+(?:my|the)\s+(?:todo|task|tasks|to\s+do|shopping|grocery)?\s*(?:list|tasks|todos?)\b"
+    r"|\bas\s+(?:a|an|my)\s+(?:new\s+)?(?:task|todo|to\s+do)\b", re.I
 )
 _DUE_WORD: Final = re.compile(r"\b(?:due(?:\s+(?:on|by))?|deadline(?:\s+is)?)\s*$", re.I)
 
@@ -116,6 +117,21 @@ def finished_task(turn: Turn) -> Plan | None:
     if len(found) != 1:
         return None
     return Call(("tasks", "complete"), {"task_id": str(found[0]["id"])})
+
+
+_NEED_RE: Final = re.compile(
+    r"^i\s+(?:really\s+)?(?:need|have|must|gotta|got)\s+(?:to\s+)?(?P<t>.+?)\s+(?P<by>by|before|until)\s+(?P<w>.+)$", re.I)
+
+
+def obligation(turn: Turn) -> Plan | None:
+    """"I need to pay the electricity bill by thursday": a task due that day (a day must be named)."""
+    match = _NEED_RE.search(turn.text)
+    if match is None:
+        return None
+    when = turn.when(match.group("w"))
+    if when is None or not when.day_given:
+        return None
+    return create_task(replace(turn, text=f"add {match.group('t')} by {match.group('w')}"))
 
 
 def add_it(turn: Turn) -> Plan | None:
