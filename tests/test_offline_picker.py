@@ -612,3 +612,15 @@ def test_an_obligation_with_a_day_is_a_task_and_it_as_a_task_is_the_threads_item
     assert isinstance(asked, Reply) and asked.outcome == "clarify"
     named = context() | {"prior_user_turns": ["tell me about the dentist"]}
     assert decide("add it as a task", named) == Call(("tasks", "create"), {"title": "Dentist"})
+
+
+async def test_both_halves_of_a_two_part_request_are_one_approval(offline_turns: Turns, ctx: Context) -> None:
+    """"Add a task to call the bank and remind me tomorrow at 9 to send the invoice": two calls in
+    one answer, one approval card listing both (before: one task titled with the second request)."""
+    out = await offline_turns.send(ctx, "t-two-part", "add a task to call the bank and remind me tomorrow at 9 to send the invoice")
+    assert out.approval is not None
+    assert [(a.tool, a.action) for a in out.approval.actions] == [("tasks", "create"), ("reminders", "create")]
+    assert out.approval.actions[0].args["title"] == "Call the bank"
+    assert out.approval.actions[1].args["text"] == "send the invoice"
+    one = await offline_turns.send(ctx, "t-two-part-2", "remind me to buy milk and eggs tomorrow at 9")
+    assert one.approval is not None and [(a.tool, a.action) for a in one.approval.actions] == [("reminders", "create")]

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -89,8 +90,31 @@ class OfflinePicker(BaseChatModel):
         request = messages[last_human].text
         context = context_of(list(messages))
         bound = bound_functions(tools)
-        plan = decide(request, context, _routes(tools, bound))
+        routes = _routes(tools, bound)
+        halves = two_requests(request)
+        if halves is not None:
+            # "Add a task to call the bank and remind me tomorrow at 9 to send the invoice": both
+            # halves, as two calls of one answer (one approval card lists both), when each is a call.
+            answers = [_message(decide(half, context, routes), bound, half, context) for half in halves]
+            if all(a.tool_calls for a in answers):
+                return AIMessage(content="", tool_calls=[c for a in answers for c in a.tool_calls],
+                                 response_metadata={"model_provider": _PROVIDER, "outcome": "call"})
+        plan = decide(request, context, routes)
         return _message(plan, bound, request, context)
+
+
+_SECOND_REQUEST: Final = re.compile(
+    r",?\s+(?:and|then|and\s+then|also)\s+(?=(?:please\s+)?(?:remind\s+me|add|create|schedule|book|e-?mail|send|cancel|"
+    r"put|set\s+(?:a|up)|move|reschedule|mark|trash|delete|note|jot|save|log)\b)", re.I)
+
+
+def two_requests(request: str) -> tuple[str, str] | None:
+    """A request that asks for two things, split where the second opens with its own command verb;
+    ``None`` for one request ("remind me to buy milk and eggs" is one)."""
+    parts = _SECOND_REQUEST.split(request, maxsplit=1)
+    if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
+        return None
+    return parts[0].strip(), parts[1].strip()
 
 
 def _routes(tools: Sequence[Mapping[str, Any]], bound: Mapping[str, Mapping[str, Any]]) -> Routes:
