@@ -624,3 +624,14 @@ async def test_both_halves_of_a_two_part_request_are_one_approval(offline_turns:
     assert out.approval.actions[1].args["text"] == "send the invoice"
     one = await offline_turns.send(ctx, "t-two-part-2", "remind me to buy milk and eggs tomorrow at 9")
     assert one.approval is not None and [(a.tool, a.action) for a in one.approval.actions] == [("reminders", "create")]
+
+
+def test_a_reply_goes_to_the_sender_the_list_names_re_its_subject() -> None:
+    """"Reply to sam saying friday works" after a mail list: a mail to Sam's address, Re: its
+    subject (before: "I can't reply"); without what to say, or with nobody of that name, a question."""
+    listed = context(latest_kind="mail")
+    assert decide("reply to sam saying friday works", listed) == Call(
+        ("mail", "send"), {"to": ["sam@example.com"], "subject": "Re: Lunch?", "body": "Friday works"})
+    for request_text in ("reply to sam", "reply to bob saying yes"):
+        asked = decide(request_text, listed)
+        assert isinstance(asked, Reply) and asked.outcome == "clarify", request_text

@@ -128,6 +128,9 @@ def _route(turn: Turn, verb: str | None) -> Plan:
     if verb == "send":
         return mail.send_mail(turn)
     if verb == "forward":
+        replied = mail.reply(turn)
+        if replied is not None:
+            return replied
         return clarify(
             "I can't reply to or forward a message directly. Tell me the address and what to say, "
             "and I'll draft a new email."

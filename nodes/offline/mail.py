@@ -13,7 +13,7 @@ from nodes.offline.select import pick_ids
 from nodes.offline.text import clean_fragment
 from tools.args import EmailAddress
 
-__all__ = ["is_send", "list_mail", "mark_read", "read_mail", "recipient_hint", "wrote_to_me", "send_mail", "trash_mail"]
+__all__ = ["is_send", "list_mail", "mark_read", "read_mail", "recipient_hint", "reply", "wrote_to_me", "send_mail", "trash_mail"]
 
 _ADDRESS: Final = TypeAdapter(EmailAddress)
 _ADDR_RE: Final = re.compile(r"(?<![\w.+'-])[\w.%+'-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?<![.-])")
@@ -211,3 +211,34 @@ def mark_read(turn: Turn) -> Plan:
     if not isinstance(picked, list):
         return picked
     return Call(("mail", "mark_read"), {"message_ids": picked[:20]})
+
+
+_REPLY: Final = re.compile(
+    r"^(?:reply|respond|answer|write\s+back)\s+(?:to\s+)?(?P<who>[\w.'-]+?)(?:'s\s+(?:e-?mail|mail|message))?"
+    r"(?:\s+(?:saying|that|with)\s+|\s*:\s*|\s*,\s*)(?P<body>.+)$", re.I)
+_SENDER: Final = re.compile(r"^(?P<name>[^<]*)<(?P<address>[^>]+)>\s*—\s*“(?P<subject>[^”]*)”")
+
+
+def reply(turn: Turn) -> Plan | None:
+    """"Reply to sam saying friday works": a mail to the sender of the one message of the latest
+    list that ``sam`` names, ``Re:`` its subject; a question when none or several do, ``None``
+    when the request is not a reply with what to say."""
+    found = _REPLY.search(turn.text)
+    if found is None:
+        bare = re.match(r"^(?:reply|respond|write\s+back)\s+to\s+(?P<who>[\w.'-]+)[.!?]*$", turn.text, re.I)
+        return clarify(f"What should the reply to {bare.group('who')} say?") if bare else None
+    who, body = found.group("who").lower(), found.group("body").strip().rstrip(".")
+    senders = []
+    for row in turn.recent.get("mail") or ():
+        parsed = _SENDER.match(str(row.get("label", "")))
+        if parsed and (who in parsed.group("name").lower().split() or parsed.group("address").lower().startswith(who)):
+            senders.append(parsed)
+    if len({s.group("address") for s in senders}) != 1:
+        return clarify(f"Which message should I reply to? I couldn't find one from {found.group('who')} in your latest "
+                       "list; ask me to show your mail first." if not senders else
+                       f"Which of {found.group('who')}'s messages should I reply to?")
+    sender = senders[0]
+    subject = sender.group("subject")
+    subject = subject if subject.lower().startswith("re:") else f"Re: {subject}"
+    return Call(("mail", "send"), {"to": [sender.group("address")], "subject": subject[:200],
+                                   "body": body[:1].upper() + body[1:]})
