@@ -635,3 +635,13 @@ def test_a_reply_goes_to_the_sender_the_list_names_re_its_subject() -> None:
     for request_text in ("reply to sam", "reply to bob saying yes"):
         asked = decide(request_text, listed)
         assert isinstance(asked, Reply) and asked.outcome == "clarify", request_text
+
+
+def test_the_end_of_the_month_is_its_last_day_and_kept_out_of_the_title() -> None:
+    """"By the end of the month" was dropped (a task with no due date, the phrase in its title)."""
+    assert decide("add a task to pay rent by the end of the month", context()) == Call(
+        ("tasks", "create"), {"title": "Pay rent", "due_date": "2026-11-30"})
+    later = find_when("by the end of next month", datetime(2026, 12, 10, 10, tzinfo=PARIS), PARIS)
+    assert later is not None and later.day.isoformat() == "2027-01-31"
+    asked = decide("remind me to pay rent by the end of the month", context())
+    assert isinstance(asked, Reply) and "Monday 30 November" in asked.text  # the day is read; the time is asked

@@ -96,6 +96,7 @@ _DAY_RE: Final = re.compile(
     r"\b(?:(?P<pre>on|by|for|until|before|this|next|coming|due)\s+)?(?:the\s+)?(?:"
     r"(?P<dat>day\s+after\s+tomorrow)|(?P<tom>tomorrow)|(?P<tod>today|tonight)"
     r"|(?P<wk>(?:next|this)\s+week(?:end)?|(?:the\s+)?weekend|end\s+of\s+(?:the\s+)?week)"
+    r"|(?P<eom>end\s+of\s+(?:the\s+|this\s+|next\s+)?month)"
     r"|(?P<iso>\d{4}-\d{2}-\d{2})"
     r"|(?P<mon>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?\s+(?P<md>\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(?P<my>\d{4}))?"
     r"|(?P<dm>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<mon2>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b(?:,?\s+(?P<dmy>\d{4}))?"
@@ -246,6 +247,12 @@ def _day_of(match: re.Match[str], today: date) -> date | None:
         if phrase.startswith("next"):
             return today + timedelta(days=7 - today.weekday())
         return today
+    if g["eom"]:
+        # "by the end of the month": its last day (today, on the last day); "of next month": the next one's.
+        first = date(today.year + today.month // 12, today.month % 12 + 1, 1)
+        if "next" in g["eom"].lower():
+            first = date(first.year + first.month // 12, first.month % 12 + 1, 1)
+        return first - timedelta(days=1)
     if g["iso"]:
         try:
             return date.fromisoformat(g["iso"])
