@@ -645,3 +645,14 @@ def test_the_end_of_the_month_is_its_last_day_and_kept_out_of_the_title() -> Non
     assert later is not None and later.day.isoformat() == "2027-01-31"
     asked = decide("remind me to pay rent by the end of the month", context())
     assert isinstance(asked, Reply) and "Monday 30 November" in asked.text  # the day is read; the time is asked
+
+
+async def test_a_rule_on_a_named_senders_mail_is_proposed_for_approval(offline_turns: Turns, ctx: Context) -> None:
+    """"Let me know when Sam emails me" after a mail list is a trigger rule on Sam's address, on an
+    approval card (before: a list of the inbox); with nobody of that name listed, the address is asked."""
+    await offline_turns.send(ctx, "t-rule", "show my inbox")
+    out = await offline_turns.send(ctx, "t-rule", "when sam emails me, summarize it")
+    assert out.approval is not None and (out.approval.tool, out.approval.action) == ("triggers", "create")
+    assert out.approval.args["match"]["sender"].startswith("sam") and out.approval.args["instruction"] == "Summarize it"
+    asked = decide("let me know when bob emails me", context(latest_kind="mail"))
+    assert isinstance(asked, Reply) and asked.outcome == "clarify" and "address" in asked.text

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from nodes.offline import events, mail, reminders, todo
+from nodes.offline import events, mail, reminders, rules, todo
 from nodes.offline.examples import Example, Match, fill, nearest
 from nodes.offline.slots import Missing, fill_slots, without_tool_clause
 from nodes.offline.functions import KNOWN
@@ -612,6 +612,9 @@ def decide(request: str, context: Mapping[str, Any] | None, routes: Routes | Non
     unread = _unread_numeric_date(turn)
     if unread is not None:
         return unread
+    rule = rules.mail_rule(turn)
+    if rule is not None:
+        return rule
     if NOTE_TAKING.search(turn.text):
         return _note(turn, routes)
     text = re.sub(r"^remind\s+(?:me|us)\s+(?=(?:what|when|where|who|which|how|if|whether)\b)", "", turn.text, flags=re.I)

@@ -13,7 +13,7 @@ from nodes.offline.select import pick_ids
 from nodes.offline.text import clean_fragment
 from tools.args import EmailAddress
 
-__all__ = ["is_send", "list_mail", "mark_read", "read_mail", "recipient_hint", "reply", "wrote_to_me", "send_mail", "trash_mail"]
+__all__ = ["is_send", "list_mail", "mark_read", "read_mail", "recipient_hint", "reply", "sender_of", "wrote_to_me", "send_mail", "trash_mail"]
 
 _ADDRESS: Final = TypeAdapter(EmailAddress)
 _ADDR_RE: Final = re.compile(r"(?<![\w.+'-])[\w.%+'-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?<![.-])")
@@ -216,7 +216,9 @@ def mark_read(turn: Turn) -> Plan:
 _REPLY: Final = re.compile(
     r"^(?:reply|respond|answer|write\s+back)\s+(?:to\s+)?(?P<who>[\w.'-]+?)(?:'s\s+(?:e-?mail|mail|message))?"
     r"(?:\s+(?:saying|that|with)\s+|\s*:\s*|\s*,\s*)(?P<body>.+)$", re.I)
-_SENDER: Final = re.compile(r"^(?P<name>[^<]*)<(?P<address>[^>]+)>\s*—\s*“(?P<subject>[^”]*)”")
+_SENDER: Final = re.compile(
+    r"^(?:(?P<name>[^<—]*)<(?P<address>[^>]+)>|(?P<bare>[\w.+-]+@[\w-]+(?:\.[\w-]+)+))\s*—\s*“(?P<subject>[^”]*)”")
+"""A mail list row's sender ("Sam Lee <sam@example.com>", or the bare address) and subject."""
 
 
 def reply(turn: Turn) -> Plan | None:
@@ -228,17 +230,33 @@ def reply(turn: Turn) -> Plan | None:
         bare = re.match(r"^(?:reply|respond|write\s+back)\s+to\s+(?P<who>[\w.'-]+)[.!?]*$", turn.text, re.I)
         return clarify(f"What should the reply to {bare.group('who')} say?") if bare else None
     who, body = found.group("who").lower(), found.group("body").strip().rstrip(".")
-    senders = []
-    for row in turn.recent.get("mail") or ():
-        parsed = _SENDER.match(str(row.get("label", "")))
-        if parsed and (who in parsed.group("name").lower().split() or parsed.group("address").lower().startswith(who)):
-            senders.append(parsed)
-    if len({s.group("address") for s in senders}) != 1:
+    senders = _senders(turn, who)
+    if len({_address(s) for s in senders}) != 1:
         return clarify(f"Which message should I reply to? I couldn't find one from {found.group('who')} in your latest "
                        "list; ask me to show your mail first." if not senders else
                        f"Which of {found.group('who')}'s messages should I reply to?")
     sender = senders[0]
     subject = sender.group("subject")
     subject = subject if subject.lower().startswith("re:") else f"Re: {subject}"
-    return Call(("mail", "send"), {"to": [sender.group("address")], "subject": subject[:200],
+    return Call(("mail", "send"), {"to": [_address(sender)], "subject": subject[:200],
                                    "body": body[:1].upper() + body[1:]})
+
+
+def _senders(turn: Turn, who: str) -> list[re.Match[str]]:
+    """The latest mail list's rows whose sender ``who`` names (a name of theirs, or their address's start)."""
+    who = who.lower()
+    found = []
+    for row in turn.recent.get("mail") or ():
+        parsed = _SENDER.match(str(row.get("label", "")))
+        if parsed and (who in (parsed.group("name") or "").lower().split() or _address(parsed).lower().startswith(who)):
+            found.append(parsed)
+    return found
+
+
+def _address(sender: re.Match[str]) -> str:
+    return sender.group("address") or sender.group("bare")
+
+
+def sender_of(turn: Turn, who: str) -> list[str]:
+    """The distinct addresses of the latest mail list's senders that ``who`` names."""
+    return sorted({_address(m) for m in _senders(turn, who)})
