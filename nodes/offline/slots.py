@@ -260,9 +260,8 @@ def fill_slots(request: str, example: str, schema: Mapping[str, Any], *, given: 
             texts.append(name)  # an optional text is never guessed from the request's leftovers
     if texts:
         rest = req.rest()
-        required_texts = texts
-        if len(required_texts) == 1:
-            field = required_texts[0]
+        if len(texts) == 1:
+            field = texts[0]
             gaps = _differing(rest, _stripped_example(example))
             value = _clean(gaps[0], tool) if gaps else ""
             if not value or _words(rest) == _words(_stripped_example(example)):
@@ -274,7 +273,7 @@ def fill_slots(request: str, example: str, schema: Mapping[str, Any], *, given: 
                 limit = (props.get(field) or {}).get("maxLength") or _kind(props.get(field) or {}).get("maxLength")
                 args[field] = value[: int(limit)] if isinstance(limit, int) else value
         else:
-            for field in required_texts:
+            for field in texts:
                 cues = (field.replace("_", " "), *_CUES.get(field.lower(), ()))
                 value = _clean(_after_cue(rest, cues), tool)
                 if value:
