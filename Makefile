@@ -63,18 +63,18 @@ system-packages:
 
 ## Every test, against a real (embedded) PostgreSQL.
 test: setup setup-studio system-packages
-	$(PY) -m evals.routing
+	$(PY) -m tollgate.evals.routing
 	$(PY) -m bench --smoke
 	$(PY) -m pytest
 
 ## The offline picker's routing eval, the adversarial safety eval, the honesty gate's eval and the
-## multi-step tasks eval (print tables; fail below their floors). `python -m evals.tasks --model`
+## multi-step tasks eval (print tables; fail below their floors). `python -m tollgate.evals.tasks --model`
 ## plays the tasks with the picker model the environment configures.
 eval: setup
-	$(PY) -m evals.routing
-	$(PY) -m evals.safety
-	$(PY) -m evals.honesty
-	$(PY) -m evals.tasks
+	$(PY) -m tollgate.evals.routing
+	$(PY) -m tollgate.evals.safety
+	$(PY) -m tollgate.evals.honesty
+	$(PY) -m tollgate.evals.tasks
 
 ## Benchmarks: Tollgate vs a bare LangChain agent, a bare FastAPI agent app on a 1 s model and `langgraph dev`, as ratios in one run (about 4 minutes; see bench/README.md).
 bench: setup setup-studio

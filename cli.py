@@ -31,7 +31,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
-import graph._env  # noqa: F401  - strict msgpack and no telemetry before langgraph loads
+import tollgate.graph._env  # noqa: F401  - strict msgpack and no telemetry before langgraph loads
 import typer
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
@@ -41,13 +41,13 @@ from rich.panel import Panel
 from rich.prompt import Prompt
 from rich.text import Text
 
-from graph.process import event_loop
-from graph.settings import Settings, misspelt_variables
+from tollgate.graph.process import event_loop
+from tollgate.graph.settings import Settings, misspelt_variables
 
 if TYPE_CHECKING:
-    from graph.app import App
-    from graph.events import TurnEvent
-    from graph.state import Context
+    from tollgate.graph.app import App
+    from tollgate.graph.events import TurnEvent
+    from tollgate.graph.state import Context
 
 # The graph, models and database are imported inside each command, so `tollgate --help` is instant.
 
@@ -108,7 +108,7 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 def _explained(exc: BaseException) -> typer.Exit:
     """Exit 2 with the sentence for a configuration error; re-raise anything else (or everything with --debug)."""
-    from graph.process.config_errors import explain
+    from tollgate.graph.process.config_errors import explain
 
     message = explain(exc)
     if message is None or _debug[0]:
@@ -126,8 +126,8 @@ def _settings() -> Settings:
 
 def _observed(settings: Settings) -> None:
     """A long-running process's logs (``TOLLGATE_LOG_FORMAT``, ``TOLLGATE_LOG_LEVEL``) and traces (``OTEL_*``)."""
-    from graph.observe.logs import configure_logging
-    from graph.observe.tracing import configure_tracing
+    from tollgate.graph.observe.logs import configure_logging
+    from tollgate.graph.observe.tracing import configure_tracing
 
     configure_logging(settings.log_format, settings.log_level)
     configure_tracing()
@@ -298,8 +298,8 @@ async def _decision(event: TurnEvent) -> dict[str, Any] | list[dict[str, Any]]:
 
 
 async def _seed(app: App, owner: str, timezone: str) -> None:
-    from graph.store.owner_scope import owner_transaction
-    from tools.demo import seed_demo
+    from tollgate.graph.store.owner_scope import owner_transaction
+    from tollgate.tools.demo import seed_demo
 
     async with owner_transaction(app.services.db.pool, owner) as conn:
         await seed_demo(conn, owner, app.services.clock(), timezone)
@@ -311,7 +311,7 @@ async def _exchange(app: App, ctx: Context, thread: str, line: str) -> None:
     A decision the server refuses (an edit that fails its checks) leaves the request pending:
     the refusal is shown and the same request is asked again.
     """
-    from policies.errors import TollgateError
+    from tollgate.policies.errors import TollgateError
 
     waiting = await _Turn().play(app.runner.stream(ctx, thread, line))
     while waiting is not None:
@@ -335,7 +335,7 @@ class _Chat:
 
     async def history(self, limit: int, *, heading: str | None = None) -> None:
         """The thread's last ``limit`` messages; with a ``heading``, printed above them, and nothing for none."""
-        from web.store import transcript
+        from tollgate.web.store import transcript
 
         messages = await transcript(self.app.services.db, self.thread, limit)
         if heading is not None and messages:
@@ -348,7 +348,7 @@ class _Chat:
             _out.print("nothing in this thread yet", style="dim")
 
     async def threads(self) -> None:
-        from web.store import list_threads
+        from tollgate.web.store import list_threads
 
         found = await list_threads(self.app.services.db, self.ctx.owner_id, 10, "chat")
         self._listed = [t.thread_id for t in found]
@@ -396,10 +396,10 @@ async def run_chat(settings: Settings, owner: str, thread: str, timezone: str | 
     The timezone is ``timezone`` if given, else the owner's profile's, else TOLLGATE_DEFAULT_TIMEZONE
     when it is set, else the system's.
     """
-    from graph.app import open_app
-    from graph.profiles import get_profile
-    from graph.state import Context
-    from policies.errors import TollgateError
+    from tollgate.graph.app import open_app
+    from tollgate.graph.profiles import get_profile
+    from tollgate.graph.state import Context
+    from tollgate.policies.errors import TollgateError
 
     async with open_app(settings) as app:
         profile = await get_profile(app.services.db, owner)
@@ -454,7 +454,7 @@ def chat(
     )] = None,
 ) -> None:
     """Chat in the terminal; write actions ask for your approval inline."""
-    from graph.state import Context
+    from tollgate.graph.state import Context
 
     settings = _settings()
     try:
@@ -470,11 +470,11 @@ def chat(
 
 async def _demo_token(settings: Settings) -> str:
     """Seed the demo owner and issue a fresh bearer token for it."""
-    from graph.services import utc_now
-    from graph.store.db import open_database
-    from graph.store.owner_scope import owner_transaction
-    from tools.demo import seed_demo
-    from web.auth import ensure_demo_token
+    from tollgate.graph.services import utc_now
+    from tollgate.graph.store.db import open_database
+    from tollgate.graph.store.owner_scope import owner_transaction
+    from tollgate.tools.demo import seed_demo
+    from tollgate.web.auth import ensure_demo_token
 
     async with open_database(settings) as db:
         async with owner_transaction(db.pool, _DEMO_OWNER) as conn:
@@ -512,18 +512,18 @@ async def _serve_app(settings: Settings, host: str, port: int, *, worker: bool) 
     """The server (and an in-process worker) over one open app."""
     import uvicorn
 
-    from graph.app import open_app
-    from server import create_app
+    from tollgate.graph.app import open_app
+    from tollgate.server import create_app
 
     async with AsyncExitStack() as stack:
         tollgate = await stack.enter_async_context(open_app(settings))
         if worker:
-            from graph.background.worker import start_in_process_worker
+            from tollgate.graph.background.worker import start_in_process_worker
 
             handle = await start_in_process_worker(tollgate)
             stack.push_async_callback(handle.stop)
         if settings.metrics_port is not None:
-            from web.routes_metrics import serve_port
+            from tollgate.web.routes_metrics import serve_port
 
             metrics = asyncio.create_task(serve_port(tollgate.services.db.pool, settings.metrics_host,
                                                      settings.metrics_port,
@@ -539,7 +539,7 @@ def _stop_embedded(settings: Settings) -> None:
     """After ``serve``: stop the embedded PostgreSQL unless another process (Studio, a chat) still uses it."""
     if settings.database_url:
         return
-    from graph.store.embedded import stop_if_unused
+    from tollgate.graph.store.embedded import stop_if_unused
 
     if stop_if_unused(settings.data_dir):
         _out.print("embedded PostgreSQL stopped", style="dim")
@@ -588,7 +588,7 @@ def worker(
     name: Annotated[str, typer.Option(help="Worker name, in its logs.")] = "tollgate-worker",
 ) -> None:
     """Run a background-run worker until SIGINT/SIGTERM (running runs finish first, bounded)."""
-    from graph.background.worker import run_worker
+    from tollgate.graph.background.worker import run_worker
 
     settings = _settings()
     _observed(settings)
@@ -597,9 +597,9 @@ def worker(
 
 async def run_migrate(settings: Settings) -> None:
     """Apply our migrations, the checkpointer's and the job queue's."""
-    from graph.background.queue import ensure_queue_schema
-    from graph.store.checkpointer import open_checkpointer
-    from graph.store.db import open_database
+    from tollgate.graph.background.queue import ensure_queue_schema
+    from tollgate.graph.store.checkpointer import open_checkpointer
+    from tollgate.graph.store.db import open_database
 
     async with open_database(settings) as db:
         await open_checkpointer(db)
@@ -614,7 +614,7 @@ cli.add_typer(tokens, name="token")
 
 
 async def _with_db(settings: Settings, use: Callable[[Any], Awaitable[_T]]) -> _T:
-    from graph.store.db import open_database
+    from tollgate.graph.store.db import open_database
 
     async with open_database(settings) as db:
         return await use(db)
@@ -626,7 +626,7 @@ def token_create(
     label: Annotated[str, typer.Option(help="A note to tell tokens apart (a device, a person).")] = "",
 ) -> None:
     """Issue a token for an owner and print it once (it is not stored, only its hash)."""
-    from web.auth import issue_token
+    from tollgate.web.auth import issue_token
 
     try:
         token = _run(_with_db(_settings(), lambda db: issue_token(db, owner, label=label)))
@@ -644,7 +644,7 @@ def token_list(
     """The live tokens: id, owner, label, when created (never the tokens themselves)."""
     from rich.table import Table
 
-    from web.auth import list_tokens
+    from tollgate.web.auth import list_tokens
 
     found = _run(_with_db(_settings(), lambda db: list_tokens(db, owner_id=owner, revoked=revoked)))
     table = Table("id", "owner", "label", "created", *(["revoked"] if revoked else []), box=None, pad_edge=False)
@@ -658,7 +658,7 @@ def token_list(
 @tokens.command("revoke")
 def token_revoke(token_id: Annotated[str, typer.Argument(metavar="ID", help="The id `token list` shows.")]) -> None:
     """Revoke a token: requests that carry it are refused from now on."""
-    from web.auth import TokenNotFound, revoke_token_id
+    from tollgate.web.auth import TokenNotFound, revoke_token_id
 
     try:
         info = _run(_with_db(_settings(), lambda db: revoke_token_id(db, token_id)))
@@ -684,7 +684,7 @@ def _embedded_dir() -> Path:
 @database.command("status")
 def db_status() -> None:
     """Where the embedded database lives, whether it is running and how big it is."""
-    from graph.store.embedded import status
+    from tollgate.graph.store.embedded import status
 
     state = status(_embedded_dir())
     _out.print(f"data:    {state.pgdata}" + ("" if state.initialized else " (not created yet: the first start creates it)"))
@@ -699,7 +699,7 @@ def db_status() -> None:
 @database.command("stop")
 def db_stop() -> None:
     """Stop the embedded database (fast shutdown: connected processes lose their connections; data is kept)."""
-    from graph.store.embedded import stop
+    from tollgate.graph.store.embedded import stop
 
     try:
         stopped = stop(_embedded_dir())
@@ -713,7 +713,7 @@ def db_reset(
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Delete the embedded database: every owner's data, thread, approval and token. The next start makes a new one."""
-    from graph.store.embedded import reset
+    from tollgate.graph.store.embedded import reset
 
     data_dir = _embedded_dir()
     if not yes and not typer.confirm(f"Delete everything under {data_dir.resolve() / 'pg'}?", default=False):
@@ -728,7 +728,7 @@ cli.add_typer(credentials, name="credentials")
 
 
 async def _credential_store(settings: Settings, use: Callable[[Any], Awaitable[_T]]) -> _T:
-    from graph.perimeter.credentials import CredentialStore, credentials_cipher
+    from tollgate.graph.perimeter.credentials import CredentialStore, credentials_cipher
 
     cipher = credentials_cipher(settings, settings.approval_key())
     return await _with_db(settings, lambda db: use(CredentialStore(db.pool, cipher)))
@@ -741,7 +741,7 @@ def credentials_set(
     tool: Annotated[str, typer.Option(help="The tool that may read it.")],
 ) -> None:
     """Store a secret, read from standard input (never from the command line, where `ps` would show it)."""
-    from policies.errors import TollgateError
+    from tollgate.policies.errors import TollgateError
 
     value = sys.stdin.readline().rstrip("\n") if not sys.stdin.isatty() else typer.prompt("value", hide_input=True)
     try:
@@ -783,7 +783,7 @@ def mcp_check(
     """Connect to every server of POLICY and report what it would do: tools it names that a server
     does not offer, tools it leaves out, unknown keys, missing effects and usage examples, stale
     schema pins. Exits 1 when the server would refuse to start with it."""
-    from tools.mcp_check import check_policy
+    from tollgate.tools.mcp_check import check_policy
 
     findings = _run(check_policy(policy))
     for finding in findings:
@@ -813,9 +813,9 @@ def account_add(
 ) -> None:
     """Connect an account: the password is read from standard input (never the command line), the
     login is tried against the server(s), and nothing is stored unless it works."""
-    from tools.perimeter.config import egress_client
-    from policies.errors import TollgateError
-    from graph.perimeter.accounts import connect_caldav, connect_imap
+    from tollgate.tools.perimeter.config import egress_client
+    from tollgate.policies.errors import TollgateError
+    from tollgate.graph.perimeter.accounts import connect_caldav, connect_imap
 
     if kind not in ("caldav", "imap"):
         raise _fail("--kind is caldav or imap")
@@ -847,7 +847,7 @@ def account_remove(
     kind: Annotated[str, typer.Option(help="caldav or imap.")] = "caldav",
 ) -> None:
     """Forget an owner's account (its stored login)."""
-    from graph.perimeter.accounts import disconnect
+    from tollgate.graph.perimeter.accounts import disconnect
 
     if kind not in ("caldav", "imap"):
         raise _fail("--kind is caldav or imap")

@@ -18,19 +18,19 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
-import graph._env  # noqa: F401  - strict msgpack and no telemetry before langgraph loads
-from graph.app import App, open_app
-from graph.settings import Settings
-from web import (
+import tollgate.graph._env  # noqa: F401  - strict msgpack and no telemetry before langgraph loads
+from tollgate.graph.app import App, open_app
+from tollgate.graph.settings import Settings
+from tollgate.web import (
     routes_admin, routes_approvals, routes_background, routes_chat, routes_health, routes_me, routes_metrics, routes_page,
     routes_threads,
 )
-from web.deps import ServerState
-from web.errors import install_error_handlers
-from web.hub import TurnHub
-from web.identity import build_authenticator
-from web.limits import RequestLimits
-from web.ratelimit import RateLimiter
+from tollgate.web.deps import ServerState
+from tollgate.web.errors import install_error_handlers
+from tollgate.web.hub import TurnHub
+from tollgate.web.identity import build_authenticator
+from tollgate.web.limits import RequestLimits
+from tollgate.web.ratelimit import RateLimiter
 
 __all__ = ["app", "create_app"]
 

@@ -21,11 +21,11 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-import graph._env  # noqa: F401
+import tollgate.graph._env  # noqa: F401
 from bench.env import Env, start_env
 from bench.rows import Row
-from graph.process import event_loop
-from graph.process.gc_tuning import freeze_startup_objects
+from tollgate.graph.process import event_loop
+from tollgate.graph.process.gc_tuning import freeze_startup_objects
 
 Suite = Callable[..., Awaitable[list[Row]]]
 
@@ -34,6 +34,7 @@ _SUITES: dict[str, str] = {
     "P3": "bench.serving:run_serving_benchmarks",
     "P7": "bench.background:run_background_benchmarks",
     "P8": "bench.latency:run_latency_benchmarks",
+    "P9": "bench.scaleout:run_scaleout_benchmarks",
 }
 """Each suite's ids and where it lives: imported once the database is starting (see ``main``)."""
 

@@ -23,13 +23,13 @@ from bench.env import Env
 from bench.owners import demo_owner
 from bench.procs import ROOT, Child, started, tollgate_command
 from bench.rows import Row
-from graph._env import child_environment
-from graph.app import App, open_app
-from graph.background.api import create_run
-from graph.background.queue import ensure_queue_schema
-from graph.background.store import ledger_summaries
-from graph.state import Context
-from graph.store.db import Database
+from tollgate.graph._env import child_environment
+from tollgate.graph.app import App, open_app
+from tollgate.graph.background.api import create_run
+from tollgate.graph.background.queue import ensure_queue_schema
+from tollgate.graph.background.store import ledger_summaries
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import Database
 
 __all__ = ["run_background_benchmarks"]
 

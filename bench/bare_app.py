@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-import graph._env  # noqa: F401 - strict msgpack and no telemetry before langgraph loads
+import tollgate.graph._env  # noqa: F401 - strict msgpack and no telemetry before langgraph loads
 from fastapi import FastAPI
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
@@ -27,11 +27,11 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, SecretStr
 
-from graph.store.owner_scope import owner_transaction
-from tools.args import CalendarListArgs
-from tools.builtin import default_registry
-from tools.calendar import CALENDAR, list_events
-from tools.registry import ExecContext
+from tollgate.graph.store.owner_scope import owner_transaction
+from tollgate.tools.args import CalendarListArgs
+from tollgate.tools.builtin import default_registry
+from tollgate.tools.calendar import CALENDAR, list_events
+from tollgate.tools.registry import ExecContext
 
 __all__ = ["app"]
 

@@ -12,8 +12,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import graph._env  # noqa: F401
-from graph.settings import Settings
+import tollgate.graph._env  # noqa: F401
+from tollgate.graph.settings import Settings
 
 __all__ = ["Env", "compare", "start_env", "timed"]
 

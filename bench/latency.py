@@ -34,11 +34,11 @@ from bench.owners import demo_owner
 from bench.procs import ROOT, Child, free_port, started, tollgate_command
 from bench.rows import Row
 from bench.serving import sse_messages
-from graph._env import child_environment
-from graph.store.db import Database, open_database
-from web.auth import issue_token
+from tollgate.graph._env import child_environment
+from tollgate.graph.store.db import Database, open_database
+from tollgate.web.auth import issue_token
 
-__all__ = ["run_latency_benchmarks"]
+__all__ = ["bench_owners", "cpu_seconds", "run_latency_benchmarks", "server_process"]
 
 _ASK = "what's on my calendar today?"
 _PER_OWNER = 10
@@ -138,7 +138,8 @@ async def _load(side: _Tollgate | _Bare, owners: list[str], conversations: int, 
     return out
 
 
-def _cpu(process: psutil.Process) -> float:
+def cpu_seconds(process: psutil.Process) -> float:
+    """User and system CPU seconds ``process`` has used."""
     times = process.cpu_times()
     return float(times.user + times.system)
 
@@ -151,8 +152,16 @@ async def _rss_peak(process: psutil.Process, stop: asyncio.Event) -> int:
     return peak
 
 
-async def _owners(db: Database, count: int) -> tuple[list[str], dict[str, str]]:
-    owners = [await demo_owner(db, f"p8-{i}", "UTC") for i in range(count)]
+def server_process(child: Child) -> psutil.Process:
+    """The interpreter serving behind ``child`` (the console script's child, when it has one)."""
+    process = psutil.Process(child.proc.pid)
+    children = process.children(recursive=True)
+    return children[0] if children else process
+
+
+async def bench_owners(db: Database, prefix: str, count: int) -> tuple[list[str], dict[str, str]]:
+    """``count`` new owners with the demo data, and a bearer token for each."""
+    owners = [await demo_owner(db, f"{prefix}-{i}", "UTC") for i in range(count)]
     return owners, {owner: await issue_token(db, owner, label="bench") for owner in owners}
 
 
@@ -183,7 +192,7 @@ async def run_latency_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
             [python, "-m", "uvicorn", "bench.bare_app:app", "--port", str(bare_port), "--log-level", "warning"],
             bare_env, logs / "p8-bare.log"))
         db = await stack.enter_async_context(open_database(settings))
-        owners, tokens = await _owners(db, max(sizes) // _PER_OWNER + 2)
+        owners, tokens = await bench_owners(db, "p8", max(sizes) // _PER_OWNER + 2)
         await model.answering(f"http://127.0.0.1:{model_port}/ok")
         await tollgate.answering(f"http://127.0.0.1:{tollgate_port}/healthz")
         await bare.answering(f"http://127.0.0.1:{bare_port}/ok")
@@ -194,9 +203,7 @@ async def run_latency_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
             f"http://127.0.0.1:{bare_port}", connector=aiohttp.TCPConnector(limit=0), timeout=timeout)))
         for side in (ours, theirs):  # warm-up: imports, pools, prepared statements
             await _load(side, owners, _PER_OWNER, 0.0)
-        server = psutil.Process(tollgate.proc.pid)
-        children = server.children(recursive=True)
-        server = children[0] if children else server  # the interpreter behind the console script
+        server = server_process(tollgate)
         baseline = psutil.Process(bare.proc.pid)
         idle_rss = server.memory_info().rss
         cpu: dict[tuple[str, int], float] = {}
@@ -212,9 +219,9 @@ async def run_latency_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
                 side, process = (ours, server) if name == "ours" else (theirs, baseline)
                 stop = asyncio.Event()
                 sampler = asyncio.create_task(_rss_peak(server, stop)) if name == "ours" and size == sizes[-1] else None
-                before = _cpu(process)
+                before = cpu_seconds(process)
                 load = await _load(side, owners, size, spread)
-                cpu[(name, size)] = cpu.get((name, size), 0.0) + _cpu(process) - before
+                cpu[(name, size)] = cpu.get((name, size), 0.0) + cpu_seconds(process) - before
                 stop.set()
                 if sampler is not None:
                     peak = max(peak, await sampler)

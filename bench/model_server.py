@@ -3,7 +3,8 @@
 ``python -m bench.model_server --port N [--ttft 1.0]`` serves on 127.0.0.1. Each request waits
 ``ttft`` seconds (a model's time to first token), then answers like the deterministic benchmark
 model: a request whose last message is a tool result gets text, any other a call of the offered
-function whose name ends in ``list`` (``{"range": "today"}``). ``stream: true`` gets the answer
+function whose name ends in ``list`` (``{"range": "today"}``), or, for a request that starts
+"add a task to ...", of ``tasks__create`` with the rest as its title (P9's write). ``stream: true`` gets the answer
 as SSE chunks, text a few words per chunk. It stands in for a model and nothing else; both
 sides of P8 talk to the same server. Prints ``ready`` when it listens.
 """
@@ -29,13 +30,20 @@ def _function(body: dict[str, Any]) -> str | None:
     return next((n for n in names if n.endswith("list")), names[0] if names else None)
 
 
+_WRITE = "add a task to "
+
+
 def _message(body: dict[str, Any]) -> dict[str, Any]:
     messages = body.get("messages") or []
     name = _function(body)
     if (messages and messages[-1].get("role") == "tool") or name is None:
         return {"role": "assistant", "content": _REPLY}
+    asked = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), None)
+    arguments: dict[str, Any] = {"range": "today"}
+    if isinstance(asked, str) and asked.startswith(_WRITE):
+        name, arguments = "tasks__create", {"title": asked.removeprefix(_WRITE)}
     call = {"id": "call_" + uuid.uuid4().hex[:12], "type": "function",
-            "function": {"name": name, "arguments": json.dumps({"range": "today"})}}
+            "function": {"name": name, "arguments": json.dumps(arguments)}}
     return {"role": "assistant", "content": None, "tool_calls": [call]}
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import uuid
 
-from graph.services import utc_now
-from graph.store.db import Database
-from graph.store.owner_scope import owner_transaction
-from tools.demo import seed_demo
+from tollgate.graph.services import utc_now
+from tollgate.graph.store.db import Database
+from tollgate.graph.store.owner_scope import owner_transaction
+from tollgate.tools.demo import seed_demo
 
 __all__ = ["demo_owner"]
 

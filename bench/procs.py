@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from graph._env import stop_group
+from tollgate.graph._env import stop_group
 
 __all__ = ["ROOT", "STUDIO_LANGGRAPH", "Child", "free_port", "started", "tollgate_command"]
 

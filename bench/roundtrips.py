@@ -24,7 +24,7 @@ from psycopg import AsyncConnection, pq
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from graph.store.db import Database
+from tollgate.graph.store.db import Database
 
 __all__ = ["RoundTrips", "open_counted_database"]
 

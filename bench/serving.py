@@ -38,11 +38,11 @@ from bench.env import Env
 from bench.owners import demo_owner
 from bench.procs import ROOT, STUDIO_LANGGRAPH, free_port, started, tollgate_command
 from bench.rows import Row
-from graph._env import child_environment
-from graph.app import open_app
-from graph.state import Context
-from graph.store.db import Database
-from web.auth import issue_token
+from tollgate.graph._env import child_environment
+from tollgate.graph.app import open_app
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import Database
+from tollgate.web.auth import issue_token
 
 __all__ = ["run_serving_benchmarks", "sse_messages"]
 

@@ -21,4 +21,4 @@ turn events and their checker), :mod:`graph.services` (a turn's collaborators). 
 LangGraph is imported.
 """
 
-import graph._env  # noqa: F401  - must run before langgraph is imported
+import tollgate.graph._env  # noqa: F401  - must run before langgraph is imported

@@ -11,7 +11,7 @@ import subprocess
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from graph.settings import Settings
+    from tollgate.graph.settings import Settings
 
 __all__ = ["child_environment", "stop_group"]
 

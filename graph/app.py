@@ -9,27 +9,27 @@ from datetime import datetime
 
 from langchain_core.language_models import BaseChatModel
 
-from graph.models.llm import build_model, close_model
-from tools.perimeter.config import egress_client
-from graph.perimeter.credentials import CredentialStore, credentials_cipher
-from graph.process.gc_tuning import freeze_startup_objects
-from graph.runner import TurnRunner
-from graph.services import Hooks, Services, utc_now
-from graph.settings import Settings
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database, apply_tool_migrations, open_database
-from graph.turn import build_graph
-from policies.approval_rules import ApprovalRules, RulesError, parse_rules
-from graph.background.offer import BACKGROUND
-from tools.loading import ToolSource, assemble_registry
-from tools.registry import Registry, ToolSpec
+from tollgate.graph.models.llm import build_model, close_model
+from tollgate.tools.perimeter.config import egress_client
+from tollgate.graph.perimeter.credentials import CredentialStore, credentials_cipher
+from tollgate.graph.process.gc_tuning import freeze_startup_objects
+from tollgate.graph.runner import TurnRunner
+from tollgate.graph.services import Hooks, Services, utc_now
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database, apply_tool_migrations, open_database
+from tollgate.graph.turn import build_graph
+from tollgate.policies.approval_rules import ApprovalRules, RulesError, parse_rules
+from tollgate.graph.background.offer import BACKGROUND
+from tollgate.tools.loading import ToolSource, assemble_registry
+from tollgate.tools.registry import Registry, ToolSpec
 
 __all__ = ["App", "build_services", "connected_tools", "default_picker", "open_app", "serve_connected"]
 
 
 def default_picker() -> BaseChatModel:
     """The embedded offline picker (used when no model endpoint is configured)."""
-    from nodes.offline import OfflinePicker
+    from tollgate.nodes.offline import OfflinePicker
 
     return OfflinePicker()
 
@@ -104,7 +104,7 @@ async def connected_tools(settings: Settings) -> AsyncIterator[list[ToolSpec]]:
     if settings.mcp_policy is None:
         yield []
         return
-    from tools.mcp_tools import open_mcp_tools
+    from tollgate.tools.mcp_tools import open_mcp_tools
 
     async with open_mcp_tools(settings.mcp_policy) as specs:
         yield specs

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from graph.events import EVENT_TYPES, TurnEvent
+from tollgate.graph.events import EVENT_TYPES, TurnEvent
 
 __all__ = ["ContractViolation", "EventContract"]
 

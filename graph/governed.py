@@ -35,18 +35,18 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
-from graph.ledger import approvals, effects
-from graph.ledger.event_log import close_abandoned
-from graph.ledger.audit import AuditRecord, append_audit
-from graph.observe import scope as observe_scope
-from graph.observe import tracing
-from graph.services import Services, ServicesProvider
-from graph.state import Context, Pending, Plan
-from graph.store import leases
-from graph.store.checkpoint_guard import CheckpointRefused
-from graph.threads import thread_kind
-from policies.errors import InvalidArgs, NotFound, PermissionDenied, ThreadReadOnly
-from policies.hitl import ApprovalRequest
+from tollgate.graph.ledger import approvals, effects
+from tollgate.graph.ledger.event_log import close_abandoned
+from tollgate.graph.ledger.audit import AuditRecord, append_audit
+from tollgate.graph.observe import scope as observe_scope
+from tollgate.graph.observe import tracing
+from tollgate.graph.services import Services, ServicesProvider
+from tollgate.graph.state import Context, Pending, Plan
+from tollgate.graph.store import leases
+from tollgate.graph.store.checkpoint_guard import CheckpointRefused
+from tollgate.graph.threads import thread_kind
+from tollgate.policies.errors import InvalidArgs, NotFound, PermissionDenied, ThreadReadOnly
+from tollgate.policies.hitl import ApprovalRequest
 
 __all__ = ["GovernedGraph", "ResumeCheck", "Waiting", "chat_refused"]
 

@@ -15,8 +15,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from psycopg import AsyncConnection
 
-from graph.state import LOCALE_TAG
-from graph.store.db import Database
+from tollgate.graph.state import LOCALE_TAG
+from tollgate.graph.store.db import Database
 
 __all__ = ["LOCALE_PATTERN", "Profile", "get_profile", "resolve", "timezone_of", "update_profile", "valid_timezone"]
 

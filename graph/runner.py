@@ -33,18 +33,18 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
-from graph.events import TurnEvent
-from graph.governed import GovernedGraph
-from graph.ledger import approvals
-from graph.ledger.audit import AuditRecord, append_audit
-from graph.services import Services
-from graph.slots import TurnSlots
-from graph.state import Context
-from graph.store import leases, owner_scope
-from graph.store.leases import Lease, bound
-from policies.errors import ApprovalInvalid, InvalidArgs, NotFound, TollgateError
-from policies.hitl import ApprovalRequest, CardWarning, joined_preview
-from policies.storable import unstorable
+from tollgate.graph.events import TurnEvent
+from tollgate.graph.governed import GovernedGraph
+from tollgate.graph.ledger import approvals
+from tollgate.graph.ledger.audit import AuditRecord, append_audit
+from tollgate.graph.services import Services
+from tollgate.graph.slots import TurnSlots
+from tollgate.graph.state import Context
+from tollgate.graph.store import leases, owner_scope
+from tollgate.graph.store.leases import Lease, bound
+from tollgate.policies.errors import ApprovalInvalid, InvalidArgs, NotFound, TollgateError
+from tollgate.policies.hitl import ApprovalRequest, CardWarning, joined_preview
+from tollgate.policies.storable import unstorable
 
 __all__ = ["PendingAction", "PendingApproval", "TurnOutcome", "TurnRunner"]
 

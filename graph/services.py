@@ -14,13 +14,13 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from psycopg import AsyncConnection
 
-from tools.perimeter.config import egress_client
-from graph.perimeter.credentials import CredentialStore, credentials_cipher
-from tools.perimeter.egress_transport import EgressClient
-from graph.settings import Settings
-from graph.store.db import Database
-from policies.approval_rules import ApprovalRules
-from tools.registry import ExecContext, Registry
+from tollgate.tools.perimeter.config import egress_client
+from tollgate.graph.perimeter.credentials import CredentialStore, credentials_cipher
+from tollgate.tools.perimeter.egress_transport import EgressClient
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import Database
+from tollgate.policies.approval_rules import ApprovalRules
+from tollgate.tools.registry import ExecContext, Registry
 
 __all__ = ["Hooks", "Services", "ServicesProvider", "utc_now"]
 

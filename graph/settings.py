@@ -12,7 +12,7 @@ from typing import Final, Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from graph.models.model_settings import ProviderSettings
+from tollgate.graph.models.model_settings import ProviderSettings
 
 __all__ = ["Settings", "misspelt_variables"]
 

@@ -11,11 +11,11 @@ from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
 from langgraph.graph.message import add_messages
 from typing_extensions import NotRequired, TypedDict  # pydantic needs these on Python < 3.12
 
-from policies.errors import ErrorCode
-from policies.hitl import ApprovalRequest
-from policies.honesty import Outcome
-from policies.tiers import Tier
-from tools.registry import ActionResult, ResultRow
+from tollgate.policies.errors import ErrorCode
+from tollgate.policies.hitl import ApprovalRequest
+from tollgate.policies.honesty import Outcome
+from tollgate.policies.tiers import Tier
+from tollgate.tools.registry import ActionResult, ResultRow
 
 __all__ = [
     "LOCALE_TAG",

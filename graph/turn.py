@@ -28,18 +28,18 @@ from typing import Any, Final, Literal
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Checkpointer
 
-from graph.governed import GovernedGraph
-from graph.observe import tracing
-from graph.services import Services, ServicesProvider
-from graph.state import Context, Plan, TurnInput, TurnOutput, TurnState
-from nodes.approval import check_resume, make_approval
-from nodes.execute import make_execute, runnable
-from nodes.id_validation import make_id_validation
-from nodes.naturalize import make_naturalize
-from nodes.offer import OFFER_CALL_PREFIX, make_offer
-from nodes.picker import make_picker
-from nodes.propose import make_propose
-from nodes.tier_gate import make_tier_gate
+from tollgate.graph.governed import GovernedGraph
+from tollgate.graph.observe import tracing
+from tollgate.graph.services import Services, ServicesProvider
+from tollgate.graph.state import Context, Plan, TurnInput, TurnOutput, TurnState
+from tollgate.nodes.approval import check_resume, make_approval
+from tollgate.nodes.execute import make_execute, runnable
+from tollgate.nodes.id_validation import make_id_validation
+from tollgate.nodes.naturalize import make_naturalize
+from tollgate.nodes.offer import OFFER_CALL_PREFIX, make_offer
+from tollgate.nodes.picker import make_picker
+from tollgate.nodes.propose import make_propose
+from tollgate.nodes.tier_gate import make_tier_gate
 
 __all__ = ["EDGES", "NODES", "build_graph"]
 

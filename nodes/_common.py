@@ -8,11 +8,11 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from graph.events import EventSink
-from graph.services import Services
-from graph.state import CallRecord, CallStatus, Context, Plan, TurnState, outcome_of
-from policies.approval import SealPurpose, seal_plan
-from policies.governance import GovernanceDecision
+from tollgate.graph.events import EventSink
+from tollgate.graph.services import Services
+from tollgate.graph.state import CallRecord, CallStatus, Context, Plan, TurnState, outcome_of
+from tollgate.policies.approval import SealPurpose, seal_plan
+from tollgate.policies.governance import GovernanceDecision
 
 __all__ = ["NotRun", "finalized", "not_run", "refused_message", "runs_unasked", "seal", "sink_for", "thread_id_of",
            "with_calls"]

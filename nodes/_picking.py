@@ -11,12 +11,12 @@ from typing import Any, Final
 from langchain_core.messages import AIMessage
 from langchain_core.messages.tool import ToolCall
 
-from graph.state import Plan
-from nodes.menu import Menu
-from policies.arguments import validate_args
-from policies.counts import clamp_count, explicit_count
-from policies.storable import MAX_DEPTH, depth_of, storable
-from tools.registry import ActionSpec, Registry
+from tollgate.graph.state import Plan
+from tollgate.nodes.menu import Menu
+from tollgate.policies.arguments import validate_args
+from tollgate.policies.counts import clamp_count, explicit_count
+from tollgate.policies.storable import MAX_DEPTH, depth_of, storable
+from tollgate.tools.registry import ActionSpec, Registry
 
 __all__ = ["decode_call", "is_capability_question", "message_text", "normalized_calls", "storable_answer", "usage_record"]
 

@@ -31,22 +31,22 @@ from langgraph.runtime import Runtime
 from langgraph.errors import GraphInterrupt
 from langgraph.types import interrupt
 
-from graph.events import EventSink
-from graph.governed import Waiting
-from graph.ledger import approvals
-from graph.ledger.audit import AuditRecord, append_audit
-from graph.services import Services, ServicesProvider
-from graph.state import Context, Gate, Pending, PendingAction, Plan, TurnState
-from nodes._common import NotRun, not_run, seal, thread_id_of, with_calls
-from nodes.id_validation import bind_plan_ids
-from nodes.propose import announcement
-from policies.approval import args_hash, check_binding, read_token
-from policies.arguments import validate_args
-from policies.errors import ApprovalExpired, ApprovalInvalid, ErrorCode, InvalidArgs, OffListId, TollgateError
-from policies.hitl import ApprovalRequest, EditDecision, RefusedResume, RejectDecision, parse_resume
-from tools.perimeter.config import governance_policy
-from policies.tiers import classify_tier
-from tools.registry import function_name
+from tollgate.graph.events import EventSink
+from tollgate.graph.governed import Waiting
+from tollgate.graph.ledger import approvals
+from tollgate.graph.ledger.audit import AuditRecord, append_audit
+from tollgate.graph.services import Services, ServicesProvider
+from tollgate.graph.state import Context, Gate, Pending, PendingAction, Plan, TurnState
+from tollgate.nodes._common import NotRun, not_run, seal, thread_id_of, with_calls
+from tollgate.nodes.id_validation import bind_plan_ids
+from tollgate.nodes.propose import announcement
+from tollgate.policies.approval import args_hash, check_binding, read_token
+from tollgate.policies.arguments import validate_args
+from tollgate.policies.errors import ApprovalExpired, ApprovalInvalid, ErrorCode, InvalidArgs, OffListId, TollgateError
+from tollgate.policies.hitl import ApprovalRequest, EditDecision, RefusedResume, RejectDecision, parse_resume
+from tollgate.tools.perimeter.config import governance_policy
+from tollgate.policies.tiers import classify_tier
+from tollgate.tools.registry import function_name
 
 __all__ = ["Decided", "allowed_of", "check_decision", "check_resume", "make_approval", "waiting_actions"]
 

@@ -28,10 +28,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from policies.intent import asked_for, intent_words, points_to
-from policies.provenance import Match, Shown, ValueOrigin, origin, verbatim
-from policies.hitl import CardWarning, ProvenanceMatch
-from tools.registry import ActionSpec
+from tollgate.policies.intent import asked_for, intent_words, points_to
+from tollgate.policies.provenance import Match, Shown, ValueOrigin, origin, verbatim
+from tollgate.policies.hitl import CardWarning, ProvenanceMatch
+from tollgate.tools.registry import ActionSpec
 
 __all__ = ["Card", "UNKNOWN", "card_for", "unknown_card", "you_asked"]
 

@@ -34,25 +34,25 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
-from graph.ledger import approvals, effects
+from tollgate.graph.ledger import approvals, effects
 
-from graph.events import EventSink
-from graph.ledger.audit import AuditRecord, append_audit
-from graph.observe import tracing
-from tools.perimeter.config import governance_policy
-from graph.services import Services, ServicesProvider
-from graph.state import CallRecord, Context, Gate, Plan, RecentList, TurnState, outcome_of
-from graph.store import leases, owner_scope
-from nodes.flow_check import is_outbound, outbound_values
-from nodes._common import not_run, runs_unasked, sink_for, thread_id_of
-from nodes.id_validation import bind_plan_ids, refusal_message
-from policies.approval import verify_seal
-from policies.arguments import load_args
-from policies.errors import EgressDenied, OutcomeUnknown, PermissionDenied, TollgateError, Transient, Unavailable
-from policies.fencing import fence, new_nonce
-from policies.governance import ActionFacts, GovernanceDecision, govern
-from policies.storable import storable
-from tools.registry import ActionResult, ActionSpec, ExecContext
+from tollgate.graph.events import EventSink
+from tollgate.graph.ledger.audit import AuditRecord, append_audit
+from tollgate.graph.observe import tracing
+from tollgate.tools.perimeter.config import governance_policy
+from tollgate.graph.services import Services, ServicesProvider
+from tollgate.graph.state import CallRecord, Context, Gate, Plan, RecentList, TurnState, outcome_of
+from tollgate.graph.store import leases, owner_scope
+from tollgate.nodes.flow_check import is_outbound, outbound_values
+from tollgate.nodes._common import not_run, runs_unasked, sink_for, thread_id_of
+from tollgate.nodes.id_validation import bind_plan_ids, refusal_message
+from tollgate.policies.approval import verify_seal
+from tollgate.policies.arguments import load_args
+from tollgate.policies.errors import EgressDenied, OutcomeUnknown, PermissionDenied, TollgateError, Transient, Unavailable
+from tollgate.policies.fencing import fence, new_nonce
+from tollgate.policies.governance import ActionFacts, GovernanceDecision, govern
+from tollgate.policies.storable import storable
+from tollgate.tools.registry import ActionResult, ActionSpec, ExecContext
 
 __all__ = ["make_execute"]
 

@@ -7,11 +7,11 @@ values already sent this turn.
 
 from __future__ import annotations
 
-from graph.services import Services
-from graph.state import Plan, TurnState
-from policies.dlp import strings_in
-from policies.flow import Carried, carried
-from policies.provenance import Shown
+from tollgate.graph.services import Services
+from tollgate.graph.state import Plan, TurnState
+from tollgate.policies.dlp import strings_in
+from tollgate.policies.flow import Carried, carried
+from tollgate.policies.provenance import Shown
 
 __all__ = ["carried_by", "flow_warning", "is_outbound", "outbound_values"]
 

@@ -15,14 +15,14 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from graph.ledger.audit import AuditRecord, append_audit
-from graph.services import ServicesProvider
-from graph.state import Context, Plan, RecentList, TurnState
-from nodes.shown import user_request
-from nodes._common import NotRun, finalized, not_run, seal, sink_for, thread_id_of, with_calls
-from policies.approval import args_hash
-from policies.ids import IdBinding, Location, bind_ids, id_refs, with_ids
-from tools.registry import ActionSpec, Registry
+from tollgate.graph.ledger.audit import AuditRecord, append_audit
+from tollgate.graph.services import ServicesProvider
+from tollgate.graph.state import Context, Plan, RecentList, TurnState
+from tollgate.nodes.shown import user_request
+from tollgate.nodes._common import NotRun, finalized, not_run, seal, sink_for, thread_id_of, with_calls
+from tollgate.policies.approval import args_hash
+from tollgate.policies.ids import IdBinding, Location, bind_ids, id_refs, with_ids
+from tollgate.tools.registry import ActionSpec, Registry
 
 __all__ = ["bind_plan_ids", "make_id_validation", "refusal_message"]
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import bm25s
 
-from policies.tags import TagVerdict, read_tags
-from tools.registry import Registry
+from tollgate.policies.tags import TagVerdict, read_tags
+from tollgate.tools.registry import Registry
 
 __all__ = ["Menu", "MenuBuilder"]
 

@@ -21,18 +21,18 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, Sys
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from graph.events import EventSink
-from graph.observe import tracing
-from graph.services import Services, ServicesProvider
-from graph.state import CallRecord, Context, TurnState, outcome_of
-from graph.store import leases
-from nodes._common import sink_for, thread_id_of
-from nodes._picking import usage_record
-from nodes.shown import shown_to_model
-from policies.fencing import fence, new_nonce
-from policies.provenance import attribute
-from policies.honesty import CLAIMS_MARKER, Outcome, check_claim_list, check_claims, split_claims
-from policies.storable import visible_controls
+from tollgate.graph.events import EventSink
+from tollgate.graph.observe import tracing
+from tollgate.graph.services import Services, ServicesProvider
+from tollgate.graph.state import CallRecord, Context, TurnState, outcome_of
+from tollgate.graph.store import leases
+from tollgate.nodes._common import sink_for, thread_id_of
+from tollgate.nodes._picking import usage_record
+from tollgate.nodes.shown import shown_to_model
+from tollgate.policies.fencing import fence, new_nonce
+from tollgate.policies.provenance import attribute
+from tollgate.policies.honesty import CLAIMS_MARKER, Outcome, check_claim_list, check_claims, split_claims
+from tollgate.policies.storable import visible_controls
 
 __all__ = ["make_naturalize"]
 

@@ -14,15 +14,15 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from graph.background.offer import CONTINUE_ACTION
-from graph.background.store import new_run_id
-from graph.ledger.audit import AuditRecord, append_audit
-from graph.services import Services, ServicesProvider
-from graph.state import Context, Plan, TurnState
-from nodes._common import seal, thread_id_of
-from policies.approval import args_hash
-from policies.arguments import validate_args
-from tools.registry import function_name
+from tollgate.graph.background.offer import CONTINUE_ACTION
+from tollgate.graph.background.store import new_run_id
+from tollgate.graph.ledger.audit import AuditRecord, append_audit
+from tollgate.graph.services import Services, ServicesProvider
+from tollgate.graph.state import Context, Plan, TurnState
+from tollgate.nodes._common import seal, thread_id_of
+from tollgate.policies.approval import args_hash
+from tollgate.policies.arguments import validate_args
+from tollgate.tools.registry import function_name
 
 __all__ = ["OFFER_CALL_PREFIX", "make_offer"]
 

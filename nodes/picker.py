@@ -26,15 +26,15 @@ from langchain_core.messages.tool import InvalidToolCall, ToolCall, invalid_tool
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import Runtime
 
-from graph.events import EventSink
-from graph.ledger.audit import AuditRecord, append_audit
-from graph.models.resilient import ModelsUnavailable
-from graph.observe import tracing
-from graph.services import Services, ServicesProvider
-from graph.state import CallRecord, Context, Gate, Plan, RecentList, TurnState
-from graph.store import leases
-from nodes._common import thread_id_of
-from nodes._picking import (
+from tollgate.graph.events import EventSink
+from tollgate.graph.ledger.audit import AuditRecord, append_audit
+from tollgate.graph.models.resilient import ModelsUnavailable
+from tollgate.graph.observe import tracing
+from tollgate.graph.services import Services, ServicesProvider
+from tollgate.graph.state import CallRecord, Context, Gate, Plan, RecentList, TurnState
+from tollgate.graph.store import leases
+from tollgate.nodes._common import thread_id_of
+from tollgate.nodes._picking import (
     decode_call,
     is_capability_question,
     message_text,
@@ -42,13 +42,13 @@ from nodes._picking import (
     storable_answer,
     usage_record,
 )
-from nodes.menu import Menu, MenuBuilder
-from nodes.picker_prompt import ContextRow, EarlierTurn, PickerContext, build_messages
-from nodes.window import WINDOW_SQL, earlier_turns, window_rows
-from policies.approval import raw_args_hash
-from policies.fencing import new_nonce
-from policies.hitl import MAX_ACTIONS
-from policies.storable import MAX_DEPTH, depth_of
+from tollgate.nodes.menu import Menu, MenuBuilder
+from tollgate.nodes.picker_prompt import ContextRow, EarlierTurn, PickerContext, build_messages
+from tollgate.nodes.window import WINDOW_SQL, earlier_turns, window_rows
+from tollgate.policies.approval import raw_args_hash
+from tollgate.policies.fencing import new_nonce
+from tollgate.policies.hitl import MAX_ACTIONS
+from tollgate.policies.storable import MAX_DEPTH, depth_of
 
 __all__ = ["make_picker"]
 

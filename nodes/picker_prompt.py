@@ -11,7 +11,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from typing_extensions import NotRequired, TypedDict  # pydantic needs these on Python < 3.12
 
-from policies.fencing import fence, read_fence
+from tollgate.policies.fencing import fence, read_fence
 
 __all__ = ["INSTRUCTIONS", "ContextRow", "EarlierTurn", "PickerContext", "build_messages", "context_of"]
 

@@ -24,25 +24,25 @@ from langgraph.runtime import Runtime
 import psycopg
 from psycopg import AsyncConnection
 
-from graph.ledger import approvals
+from tollgate.graph.ledger import approvals
 
-from graph.ledger.audit import AuditRecord, append_audit
-from tools.perimeter.config import governance_policy
-from graph.services import Services, ServicesProvider
-from graph.state import Context, Pending, PendingAction, Plan, TurnState
-from graph.store import owner_scope
-from nodes.card import Card, card_for, unknown_card, you_asked
-from nodes.flow_check import flow_warning
-from nodes.shown import shown_to_model, user_request
-from nodes._common import NotRun, not_run, sink_for, thread_id_of, with_calls
-from policies.approval import ApprovalClaims, args_hash, derive_nonce, mint_token
-from policies.arguments import load_args
-from policies.dlp import scan_values
-from policies.errors import TollgateError
-from policies.hitl import ApprovalRequest, CardWarning, DecisionType, joined_preview
-from policies.provenance import Shown
-from policies.storable import visible_controls
-from tools.registry import ActionSpec, function_name
+from tollgate.graph.ledger.audit import AuditRecord, append_audit
+from tollgate.tools.perimeter.config import governance_policy
+from tollgate.graph.services import Services, ServicesProvider
+from tollgate.graph.state import Context, Pending, PendingAction, Plan, TurnState
+from tollgate.graph.store import owner_scope
+from tollgate.nodes.card import Card, card_for, unknown_card, you_asked
+from tollgate.nodes.flow_check import flow_warning
+from tollgate.nodes.shown import shown_to_model, user_request
+from tollgate.nodes._common import NotRun, not_run, sink_for, thread_id_of, with_calls
+from tollgate.policies.approval import ApprovalClaims, args_hash, derive_nonce, mint_token
+from tollgate.policies.arguments import load_args
+from tollgate.policies.dlp import scan_values
+from tollgate.policies.errors import TollgateError
+from tollgate.policies.hitl import ApprovalRequest, CardWarning, DecisionType, joined_preview
+from tollgate.policies.provenance import Shown
+from tollgate.policies.storable import visible_controls
+from tollgate.tools.registry import ActionSpec, function_name
 
 __all__ = ["Proposed", "announcement", "build_request", "make_propose", "request_hash"]
 

@@ -14,10 +14,10 @@ from urllib.parse import urlsplit
 
 from langchain_core.messages import HumanMessage
 
-from graph.services import Services
-from graph.state import TurnState
-from nodes.window import window_rows
-from policies.provenance import Shown, Source, Trust, shown_from
+from tollgate.graph.services import Services
+from tollgate.graph.state import TurnState
+from tollgate.nodes.window import window_rows
+from tollgate.policies.provenance import Shown, Source, Trust, shown_from
 
 __all__ = ["describe", "result_texts", "shown_to_model", "trust_of", "user_request"]
 

@@ -15,16 +15,16 @@ from typing import Any, Literal
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from graph.ledger.audit import AuditRecord, append_audit
-from tools.perimeter.config import governance_policy
-from graph.services import ServicesProvider
-from graph.state import Context, Plan, TurnState
-from nodes.flow_check import carried_by, is_outbound, outbound_values
-from nodes.shown import shown_to_model
-from policies.provenance import Shown
-from nodes._common import NotRun, finalized, not_run, runs_unasked, seal, sink_for, thread_id_of, with_calls
-from policies.dlp import KIND_LABELS, scan_across
-from policies.governance import ActionFacts, govern
+from tollgate.graph.ledger.audit import AuditRecord, append_audit
+from tollgate.tools.perimeter.config import governance_policy
+from tollgate.graph.services import ServicesProvider
+from tollgate.graph.state import Context, Plan, TurnState
+from tollgate.nodes.flow_check import carried_by, is_outbound, outbound_values
+from tollgate.nodes.shown import shown_to_model
+from tollgate.policies.provenance import Shown
+from tollgate.nodes._common import NotRun, finalized, not_run, runs_unasked, seal, sink_for, thread_id_of, with_calls
+from tollgate.policies.dlp import KIND_LABELS, scan_across
+from tollgate.policies.governance import ActionFacts, govern
 
 __all__ = ["make_tier_gate"]
 

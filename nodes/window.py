@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from graph.services import Services
-from nodes.picker_prompt import EarlierTurn
+from tollgate.graph.services import Services
+from tollgate.nodes.picker_prompt import EarlierTurn
 
 __all__ = ["WINDOW_SQL", "earlier_turns", "window_rows"]
 

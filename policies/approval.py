@@ -19,9 +19,9 @@ from typing import Any, Final, Literal
 
 import rfc8785
 
-from policies.storable import MAX_DEPTH, depth_of
+from tollgate.policies.storable import MAX_DEPTH, depth_of
 
-from policies.errors import ApprovalExpired, ApprovalInvalid
+from tollgate.policies.errors import ApprovalExpired, ApprovalInvalid
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -30,7 +30,7 @@ from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from policies.hitl import DecisionType
+from tollgate.policies.hitl import DecisionType
 
 __all__ = ["ALL_DECISIONS", "ApprovalRules", "Condition", "Rule", "RulesError", "parse_rules"]
 

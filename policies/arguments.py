@@ -26,7 +26,7 @@ from pydantic import (
     ValidationError,
 )
 
-from policies.storable import BIDI_CONTROLS, MAX_DEPTH, depth_of
+from tollgate.policies.storable import BIDI_CONTROLS, MAX_DEPTH, depth_of
 
 __all__ = [
     "ArgsModel",

@@ -25,7 +25,7 @@ from urllib.parse import unquote
 
 import re2
 
-from policies._dlp_patterns import RULES, PatternRule, compile_rule
+from tollgate.policies._dlp_patterns import RULES, PatternRule, compile_rule
 
 __all__ = [
     "BUILTIN_DETECTORS",

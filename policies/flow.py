@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from policies.provenance import EMAIL, SPAN_WORDS, Shown, words
+from tollgate.policies.provenance import EMAIL, SPAN_WORDS, Shown, words
 
 __all__ = ["Carried", "FlowMode", "carried"]
 

@@ -17,12 +17,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from policies.approval import args_hash, raw_args_hash
-from policies.arguments import validate_args
-from policies.dlp import DEFAULT_DLP, DlpPolicy, DlpReport, scan_values
-from policies.egress import EgressPolicy, UrlField, check_url
-from policies.errors import ErrorCode
-from policies.tiers import Effect, Tier, classify_tier
+from tollgate.policies.approval import args_hash, raw_args_hash
+from tollgate.policies.arguments import validate_args
+from tollgate.policies.dlp import DEFAULT_DLP, DlpPolicy, DlpReport, scan_values
+from tollgate.policies.egress import EgressPolicy, UrlField, check_url
+from tollgate.policies.errors import ErrorCode
+from tollgate.policies.tiers import Effect, Tier, classify_tier
 
 __all__ = [
     "ActionFacts",

@@ -15,8 +15,8 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from typing_extensions import NotRequired, TypedDict  # pydantic needs it on Python < 3.12
 
-from policies.arguments import SafeText
-from policies.errors import ApprovalInvalid
+from tollgate.policies.arguments import SafeText
+from tollgate.policies.errors import ApprovalInvalid
 
 __all__ = [
     "ActionRequest",

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from graph._env import child_environment
-from graph.settings import Settings
-from graph.store.db import Database
+from tollgate.graph._env import child_environment
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import Database
 
 from tests.conftest import all_rows
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 if TYPE_CHECKING:
-    from graph.settings import Settings
+    from tollgate.graph.settings import Settings
 
 __all__ = ["free_port", "run_connector_step", "wait_answering"]
 
@@ -78,7 +78,7 @@ def wait_answering(url: str, proc: subprocess.Popen[Any], log: Path, *, what: st
 def run_connector_step(cfg: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     """Run one step of :mod:`tests.procs.connector` in its own process, with ``cfg``'s database,
     backends and reach, and a 2 s thread lease (a killed step frees its thread quickly)."""
-    from graph._env import child_environment
+    from tollgate.graph._env import child_environment
 
     env = child_environment(cfg, TOLLGATE_THREAD_LEASE_SECONDS="2", TOLLGATE_THREAD_WAIT_SECONDS="30",
                             TOLLGATE_CALENDAR_BACKEND_OWNERS=json.dumps(cfg.calendar_backend_owners),

@@ -8,16 +8,16 @@ import secrets
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import graph._env  # noqa: F401  - strict msgpack and no telemetry before langgraph loads
+import tollgate.graph._env  # noqa: F401  - strict msgpack and no telemetry before langgraph loads
 import pytest
 
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from graph.process import event_loop
-from graph.settings import Settings
-from graph.store.db import Database, embedded_url, open_database
+from tollgate.graph.process import event_loop
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import Database, embedded_url, open_database
 
 # Every test loop is the loop every Tollgate process runs on (uvloop). A policy rather than
 # pytest-asyncio's loop-factory hook: the hook parametrizes only async tests, so a sync test with
@@ -52,7 +52,7 @@ def _serving_url(database_url: str) -> str:
     from psycopg import sql
     from psycopg.conninfo import make_conninfo
 
-    from graph.store.db import apply_migrations_sync
+    from tollgate.graph.store.db import apply_migrations_sync
 
     apply_migrations_sync(database_url)
     with psycopg.connect(database_url, autocommit=True) as conn:
@@ -110,19 +110,19 @@ def owner() -> str:
 from datetime import datetime  # noqa: E402
 from zoneinfo import ZoneInfo  # noqa: E402
 
-from graph.runner import TurnRunner  # noqa: E402
-from graph.services import Services  # noqa: E402
-from graph.state import Context  # noqa: E402
-from graph.store.checkpointer import open_checkpointer  # noqa: E402
-from graph.store.owner_scope import owner_transaction  # noqa: E402
-from graph.turn import build_graph  # noqa: E402
+from tollgate.graph.runner import TurnRunner  # noqa: E402
+from tollgate.graph.services import Services  # noqa: E402
+from tollgate.graph.state import Context  # noqa: E402
+from tollgate.graph.store.checkpointer import open_checkpointer  # noqa: E402
+from tollgate.graph.store.owner_scope import owner_transaction  # noqa: E402
+from tollgate.graph.turn import build_graph  # noqa: E402
 from tests.fakes import ScriptedModel  # noqa: E402
 from tests.openai_stub import StubServer, stub_server  # noqa: E402
 from tests.harness import Clock, Turns  # noqa: E402
-from graph.background.offer import BACKGROUND  # noqa: E402
-from tools.builtin import default_registry  # noqa: E402
-from tools.registry import Registry  # noqa: E402
-from tools.demo import seed_demo  # noqa: E402
+from tollgate.graph.background.offer import BACKGROUND  # noqa: E402
+from tollgate.tools.builtin import default_registry  # noqa: E402
+from tollgate.tools.registry import Registry  # noqa: E402
+from tollgate.tools.demo import seed_demo  # noqa: E402
 
 NOW = datetime(2026, 11, 30, 10, 0, tzinfo=ZoneInfo("Europe/Paris"))
 """The fixed server time of graph tests (a Monday)."""
@@ -193,7 +193,7 @@ async def all_rows(db: Database) -> AsyncIterator[AsyncConnection[Any]]:
     """A connection of the app's pool in a transaction that sees every owner's rows (the
     scheduler's scope, ``graph.store.owner_scope.ALL_OWNERS``): for a test's own set-up and checks,
     whose queries name their owner. Row-level security itself is tested in ``test_row_security``."""
-    from graph.store.owner_scope import ALL_OWNERS
+    from tollgate.graph.store.owner_scope import ALL_OWNERS
 
     async with owner_transaction(db.pool, ALL_OWNERS) as conn:
         yield conn
@@ -203,7 +203,7 @@ async def all_rows(db: Database) -> AsyncIterator[AsyncConnection[Any]]:
 async def conn(db: Database) -> AsyncIterator[AsyncConnection[Any]]:
     """A connection inside a transaction that is rolled back after the test, seeing every owner's
     rows: the tools' tests check the tools' own owner filters, row security aside."""
-    from graph.store.owner_scope import ALL_OWNERS, scope
+    from tollgate.graph.store.owner_scope import ALL_OWNERS, scope
 
     async with db.pool.connection() as conn, conn.transaction(force_rollback=True):
         await scope(conn, ALL_OWNERS)

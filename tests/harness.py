@@ -8,11 +8,11 @@ from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
 
-from graph.event_contract import EventContract
-from graph.governed import GovernedGraph
-from graph.ledger.approval_contract import check_approvals
-from graph.runner import TurnOutcome, TurnRunner
-from graph.state import Context
+from tollgate.graph.event_contract import EventContract
+from tollgate.graph.governed import GovernedGraph
+from tollgate.graph.ledger.approval_contract import check_approvals
+from tollgate.graph.runner import TurnOutcome, TurnRunner
+from tollgate.graph.state import Context
 
 
 @dataclass

@@ -5,19 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from graph.runner import TurnRunner
-from graph.services import Services
-from graph.settings import Settings
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.turn import build_graph
+from tollgate.graph.runner import TurnRunner
+from tollgate.graph.services import Services
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.turn import build_graph
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel
 from tests.harness import Clock, Turns
 from tests.webserver import WebServer
-from tools.builtin import builtin_tools
-from tools.registry import Registry, ToolSpec
-from tools.web import web_tools
+from tollgate.tools.builtin import builtin_tools
+from tollgate.tools.registry import Registry, ToolSpec
+from tollgate.tools.web import web_tools
 
 
 def web_settings(settings: Settings, server: WebServer, **changes: Any) -> Settings:

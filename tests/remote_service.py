@@ -21,9 +21,9 @@ from urllib.parse import parse_qs, urlsplit
 
 from pydantic import Field
 
-from policies.errors import Unavailable
-from tools import ActionResult, ActionSpec, ArgsModel, ExecContext, SafeText, ToolSpec, template_preview
-from tools.registry import Reconciled
+from tollgate.policies.errors import Unavailable
+from tollgate.tools import ActionResult, ActionSpec, ArgsModel, ExecContext, SafeText, ToolSpec, template_preview
+from tollgate.tools.registry import Reconciled
 
 
 class PaymentService:

@@ -21,13 +21,13 @@ import pytest
 import uvicorn
 from httpx_sse import aconnect_sse
 
-from graph.event_contract import EventContract
-from graph.events import TurnEvent
-from graph.settings import Settings
-from graph.store.db import Database
+from tollgate.graph.event_contract import EventContract
+from tollgate.graph.events import TurnEvent
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import Database
 from tests.harness import Clock
-from tools.demo import seed_demo
-from web.auth import issue_token
+from tollgate.tools.demo import seed_demo
+from tollgate.web.auth import issue_token
 
 __all__ = ["Api", "LiveServer", "Streamed", "api", "demo_token", "live_server", "serve"]
 
@@ -48,7 +48,7 @@ class LiveServer:
 def serve(settings: Settings, *, access_log: bool = False, **app_options: Any) -> Iterator[LiveServer]:
     """Run ``server.create_app(settings, **app_options)`` under uvicorn on a free loopback port
     (with uvicorn's access log on, to the ``uvicorn.access`` logger, when ``access_log``)."""
-    from server import create_app
+    from tollgate.server import create_app
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
@@ -207,13 +207,13 @@ async def api(live_server: LiveServer, db: Database, owner: str) -> AsyncIterato
 
 
 async def _check_approvals(settings: Settings, db: Database, owner: str) -> None:
-    from graph.ledger.approval_contract import check_approvals
-    from graph.services import Services
-    from graph.store.checkpointer import open_checkpointer
-    from graph.turn import build_graph
+    from tollgate.graph.ledger.approval_contract import check_approvals
+    from tollgate.graph.services import Services
+    from tollgate.graph.store.checkpointer import open_checkpointer
+    from tollgate.graph.turn import build_graph
     from tests.fakes import ScriptedModel
     from tests.conftest import all_rows
-    from tools.builtin import default_registry
+    from tollgate.tools.builtin import default_registry
 
     async with all_rows(db) as conn:
         cur = await conn.execute("SELECT thread_id FROM threads WHERE owner_id = %s", (owner,))

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from graph._env import child_environment, stop_group
-from graph.settings import Settings
+from tollgate.graph._env import child_environment, stop_group
+from tollgate.graph.settings import Settings
 from tests.children import free_port, wait_answering
 
 __all__ = ["LANGGRAPH", "studio_env", "studio_url"]

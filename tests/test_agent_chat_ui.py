@@ -24,15 +24,15 @@ from typing import Any
 import pytest
 from playwright.async_api import Page, expect
 
-from graph._env import stop_group
-from graph.services import utc_now
-from graph.store.db import Database
+from tollgate.graph._env import stop_group
+from tollgate.graph.services import utc_now
+from tollgate.graph.store.db import Database
 from tests.children import free_port, wait_answering
 from tests.conftest import all_rows
 from tests.studio_harness import studio_url  # noqa: F401 - a fixture
 from tests.test_web_browser import _page, chromium  # noqa: F401 - a fixture
-from tools.demo import seed_demo
-from web.auth import issue_token
+from tollgate.tools.demo import seed_demo
+from tollgate.web.auth import issue_token
 
 _ROOT = Path(__file__).resolve().parent.parent
 def _client() -> Path:

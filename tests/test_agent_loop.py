@@ -10,22 +10,22 @@ from typing import Any
 import pytest
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from graph.app import approval_rules
-from graph.runner import TurnRunner
-from graph.services import Services
-from graph.state import Context
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.turn import build_graph
-from nodes.picker_prompt import context_of
-from policies.approval_rules import RulesError, parse_rules
-from policies.arguments import ArgsModel
-from policies.errors import ApprovalInvalid, InvalidArgs
+from tollgate.graph.app import approval_rules
+from tollgate.graph.runner import TurnRunner
+from tollgate.graph.services import Services
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.turn import build_graph
+from tollgate.nodes.picker_prompt import context_of
+from tollgate.policies.approval_rules import RulesError, parse_rules
+from tollgate.policies.arguments import ArgsModel
+from tollgate.policies.errors import ApprovalInvalid, InvalidArgs
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, calls, say
 from tests.harness import Turns
-from tools.builtin import builtin_tools, default_registry
-from tools.registry import ActionResult, ActionSpec, ExecContext, Registry, ToolSpec
+from tollgate.tools.builtin import builtin_tools, default_registry
+from tollgate.tools.registry import ActionResult, ActionSpec, ExecContext, Registry, ToolSpec
 
 SAM = {"to": ["sam@example.com"], "subject": "Lunch", "body": "I'll be there."}
 

@@ -7,21 +7,21 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from graph.app import App, open_app
-from graph.background.api import create_run
-from graph.background.executor import Runtime
-from graph.background.expiry import expire_approvals
-from graph.background.worker import WorkerHandle, start_in_process_worker
-from graph.ledger.approval_contract import check_approvals
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.db import Database
-from policies.errors import ApprovalInvalid
+from tollgate.graph.app import App, open_app
+from tollgate.graph.background.api import create_run
+from tollgate.graph.background.executor import Runtime
+from tollgate.graph.background.expiry import expire_approvals
+from tollgate.graph.background.worker import WorkerHandle, start_in_process_worker
+from tollgate.graph.ledger.approval_contract import check_approvals
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import Database
+from tollgate.policies.errors import ApprovalInvalid
 from tests.background_harness import count, run_row, wait_until
 from tests.conftest import NOW, all_rows
 from tests.fakes import ScriptedModel, call
 from tests.harness import Clock
-from tools.demo import seed_demo
+from tollgate.tools.demo import seed_demo
 
 _MAIL = {"to": ["sam@example.com"], "subject": "Late", "body": "Ten minutes."}
 

@@ -19,11 +19,11 @@ import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from psycopg import AsyncConnection
 
-from graph.ledger.audit import AuditLeak, AuditRecord, append_audit, verify_chain
-from graph.state import Context
-from graph.store.checkpoint_guard import CheckpointRefused, PermissiveSerializer, StrictSerializer
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
+from tollgate.graph.ledger.audit import AuditLeak, AuditRecord, append_audit, verify_chain
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpoint_guard import CheckpointRefused, PermissiveSerializer, StrictSerializer
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns
 

@@ -8,23 +8,23 @@ from typing import Any
 
 import pytest
 
-from policies.errors import InvalidArgs
+from tollgate.policies.errors import InvalidArgs
 
-from graph.app import App, open_app
-from graph.background.offer import CONTINUE_ACTION, ContinueArgs, continue_in_background
-from graph.background.queue import ensure_queue_schema
-from graph.background.worker import start_in_process_worker
-from graph.runner import TurnRunner
-from graph.services import Services
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.turn import build_graph
+from tollgate.graph.app import App, open_app
+from tollgate.graph.background.offer import CONTINUE_ACTION, ContinueArgs, continue_in_background
+from tollgate.graph.background.queue import ensure_queue_schema
+from tollgate.graph.background.worker import start_in_process_worker
+from tollgate.graph.runner import TurnRunner
+from tollgate.graph.services import Services
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.turn import build_graph
 from tests.background_harness import count, run_row, wait_until
 from tests.fakes import ScriptedModel, call
 from tests.harness import Turns
-from tools.registry import ExecContext
+from tollgate.tools.registry import ExecContext
 
 _OFFER = f"background__{CONTINUE_ACTION}"
 

@@ -10,10 +10,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from graph.app import App, open_app
-from graph.background.reminders import fire_reminders, next_daily
-from graph.settings import Settings
-from graph.store.db import Database
+from tollgate.graph.app import App, open_app
+from tollgate.graph.background.reminders import fire_reminders, next_daily
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import Database
 from tests.background_harness import count
 from tests.conftest import all_rows
 

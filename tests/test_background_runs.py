@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from playwright.async_api import async_playwright, expect
 
-from graph.app import App, open_app
-from graph.background.api import (
+from tollgate.graph.app import App, open_app
+from tollgate.graph.background.api import (
     cancel_run,
     create_run,
     decide_background,
@@ -20,16 +20,16 @@ from graph.background.api import (
     pause_run,
     unpause_run,
 )
-from graph.background.delivery import deliver
-from graph.background.executor import WorkerHooks
-from graph.background.store import BackgroundRun
-from graph.background.worker import WorkerHandle, start_in_process_worker
-from graph.event_contract import EventContract
-from graph.events import TurnEvent
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.db import Database
-from policies.errors import ApprovalInvalid, InvalidArgs, NotFound
+from tollgate.graph.background.delivery import deliver
+from tollgate.graph.background.executor import WorkerHooks
+from tollgate.graph.background.store import BackgroundRun
+from tollgate.graph.background.worker import WorkerHandle, start_in_process_worker
+from tollgate.graph.event_contract import EventContract
+from tollgate.graph.events import TurnEvent
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import Database
+from tollgate.policies.errors import ApprovalInvalid, InvalidArgs, NotFound
 from tests.background_harness import count, ledger_kinds, run_row, wait_until
 from tests.conftest import all_rows
 from tests.server_harness import Api, LiveServer

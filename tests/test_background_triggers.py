@@ -10,19 +10,19 @@ from typing import Any
 
 import pytest
 
-from graph.app import App, open_app
-from graph.background.queue import ensure_queue_schema
-from graph.background.triggers import evaluate_triggers
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.db import Database
-from policies.arguments import validate_args
-from policies.fencing import read_fence
+from tollgate.graph.app import App, open_app
+from tollgate.graph.background.queue import ensure_queue_schema
+from tollgate.graph.background.triggers import evaluate_triggers
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import Database
+from tollgate.policies.arguments import validate_args
+from tollgate.policies.fencing import read_fence
 from tests.background_harness import count
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call
 from tests.harness import Turns
-from tools.triggers import TriggerCreateArgs
+from tollgate.tools.triggers import TriggerCreateArgs
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +196,7 @@ async def test_an_event_rule_fires_once_inside_its_lead_time_and_a_cancelled_rul
 async def test_a_triggers_run_takes_the_owners_timezone_from_their_profile(
     apps: tuple[App, App], db: Database, owner: str
 ) -> None:
-    from graph.profiles import update_profile
+    from tollgate.graph.profiles import update_profile
 
     one, _ = apps
     await update_profile(db, owner, timezone="Asia/Tokyo")

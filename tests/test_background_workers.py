@@ -10,12 +10,12 @@ from datetime import timedelta
 
 import pytest
 
-from graph.app import App, open_app
-from graph.background.api import create_run
-from graph.background.store import ledger_summaries
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.db import Database
+from tollgate.graph.app import App, open_app
+from tollgate.graph.background.api import create_run
+from tollgate.graph.background.store import ledger_summaries
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import Database
 from tests.background_harness import Fleet, count, ledger_kinds, run_row, wait_until
 from tests.conftest import all_rows
 
@@ -114,7 +114,7 @@ async def test_a_stalled_worker_and_its_successor_drive_the_run_once_and_the_zom
 ) -> None:
     """The first worker's event loop blocks past the stall time (no heartbeat, no lease renewal), then
     goes on as a zombie: the successor owns the run, its approval is decidable, the zombie moves nothing."""
-    from graph.background.api import decide_background
+    from tollgate.graph.background.api import decide_background
 
     ctx = Context(owner_id=owner, timezone="Europe/Paris")
     run = await create_run(bg_app, ctx, "add a task to buy oat milk stall-once")

@@ -13,9 +13,9 @@ import uuid
 
 from langgraph.checkpoint.base import empty_checkpoint
 
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.store.leases import Leases, bound
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.store.leases import Leases, bound
 from tests.conftest import all_rows
 
 
@@ -41,7 +41,7 @@ async def test_every_fenced_operation_of_langgraphs_saver_runs_through_the_stand
 
 
 def test_the_stand_in_refuses_anything_but_sync_loudly() -> None:
-    from graph.store.checkpointer import _SyncOnExit
+    from tollgate.graph.store.checkpointer import _SyncOnExit
 
     stand_in = _SyncOnExit()
     try:

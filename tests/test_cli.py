@@ -26,10 +26,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from graph._env import child_environment
-from graph.background.queue import ensure_queue_schema
-from graph.settings import Settings
-from graph.store.db import Database
+from tollgate.graph._env import child_environment
+from tollgate.graph.background.queue import ensure_queue_schema
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import Database
 from tests.children import free_port
 from tests.conftest import all_rows
 

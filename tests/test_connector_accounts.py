@@ -14,15 +14,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from graph._env import child_environment
-from graph.perimeter.credentials import CredentialStore, credentials_cipher
-from graph.settings import Settings
-from graph.store.db import Database
+from tollgate.graph._env import child_environment
+from tollgate.graph.perimeter.credentials import CredentialStore, credentials_cipher
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import Database
 from tests.caldav_server import RadicaleServer, radicale
 from tests.conftest import NOW
 from tests.harness import Clock
 from tests.server_harness import LiveServer, serve
-from web.auth import issue_token
+from tollgate.web.auth import issue_token
 
 _PASSWORD = "radicale-pw-3"
 _TOLLGATE = str(Path(sys.executable).with_name("tollgate"))
@@ -110,10 +110,10 @@ async def test_a_lan_account_is_allowed_for_its_owner_alone_in_production_and_re
     """An owner's mail server at home (``mail.home.example`` on 192.168.1.20): refused by default,
     the refusal naming the setting that would allow it; allowed in production for exactly the
     owner and kind ``TOLLGATE_CONNECTOR_PRIVATE_NETWORKS`` lists; a metadata address never."""
-    from policies.errors import EgressDenied
-    from tools.connectors.backends import private_network_owners
-    from tools.connectors.imap import ImapMailbox, MailAccount
-    from tools.perimeter.config import egress_client
+    from tollgate.policies.errors import EgressDenied
+    from tollgate.tools.connectors.backends import private_network_owners
+    from tollgate.tools.connectors.imap import ImapMailbox, MailAccount
+    from tollgate.tools.perimeter.config import egress_client
 
     production = Settings(environment="production", approval_secret="x" * 32,
                           connector_private_networks={"alice": ["imap"]})

@@ -13,11 +13,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tools.perimeter.config import egress_client
-from graph.settings import Settings
-from policies.errors import EgressDenied, NotFound, Transient
+from tollgate.tools.perimeter.config import egress_client
+from tollgate.graph.settings import Settings
+from tollgate.policies.errors import EgressDenied, NotFound, Transient
 from tests.caldav_server import RadicaleServer, radicale
-from tools.connectors.caldav import AccountRefused, CalDavAccount, CalDavCalendar, StaleEvent
+from tollgate.tools.connectors.caldav import AccountRefused, CalDavAccount, CalDavCalendar, StaleEvent
 
 PARIS = ZoneInfo("Europe/Paris")
 NOW = datetime(2026, 11, 30, 10, 0, tzinfo=PARIS)

@@ -20,33 +20,33 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 
-from graph.app import open_app
-from graph.ledger.approval_contract import check_approvals
-from tools.perimeter.config import egress_client
-from graph.perimeter.credentials import CredentialStore, credentials_cipher
-from graph.runner import TurnRunner
-from graph.services import Services
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.store.owner_scope import owner_transaction
-from graph.turn import build_graph
-from nodes.id_validation import bind_plan_ids
-from nodes.offline import OfflinePicker
-from policies.errors import ApprovalInvalid
+from tollgate.graph.app import open_app
+from tollgate.graph.ledger.approval_contract import check_approvals
+from tollgate.tools.perimeter.config import egress_client
+from tollgate.graph.perimeter.credentials import CredentialStore, credentials_cipher
+from tollgate.graph.runner import TurnRunner
+from tollgate.graph.services import Services
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.store.owner_scope import owner_transaction
+from tollgate.graph.turn import build_graph
+from tollgate.nodes.id_validation import bind_plan_ids
+from tollgate.nodes.offline import OfflinePicker
+from tollgate.policies.errors import ApprovalInvalid
 from tests.caldav_server import RadicaleServer, radicale
 from tests.children import run_connector_step
 from tests.conftest import NOW, all_rows
 from tests.fakes import ScriptedModel
 from tests.flaky_proxy import flaky_relay
 from tests.harness import Clock, Turns
-from tools.builtin import default_registry
-from tools.connectors.caldav import CalDavAccount, CalDavCalendar, RemoteEvent
-from tools.connectors.caldav_calendar import ACCOUNT_NAMES, CALDAV_EVENT, CalDavEvents
-from tools.connectors.triggers import NotWatched
-from tools.demo import seed_demo
-from tools.triggers import TriggerCreateArgs
+from tollgate.tools.builtin import default_registry
+from tollgate.tools.connectors.caldav import CalDavAccount, CalDavCalendar, RemoteEvent
+from tollgate.tools.connectors.caldav_calendar import ACCOUNT_NAMES, CALDAV_EVENT, CalDavEvents
+from tollgate.tools.connectors.triggers import NotWatched
+from tollgate.tools.demo import seed_demo
+from tollgate.tools.triggers import TriggerCreateArgs
 
 PARIS = ZoneInfo("Europe/Paris")
 _PASSWORD = "calendar-pass-9"
@@ -186,7 +186,7 @@ async def test_a_write_retried_after_a_crash_makes_one_event(rig: Rig, settings:
     svc = rig.turns.runner.services
     create = svc.registry.action("calendar", "create")
     assert create is not None
-    from tools.args import CalendarCreateArgs
+    from tollgate.tools.args import CalendarCreateArgs
 
     args = CalendarCreateArgs(title="Offsite", start=NOW + timedelta(days=2), duration_minutes=60)
     for _ in range(2):

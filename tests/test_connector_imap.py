@@ -12,23 +12,23 @@ from typing import Any
 import httpx
 import pytest
 
-from graph._env import child_environment
-from tools.perimeter.config import egress_client
-from graph.perimeter.credentials import CredentialStore, credentials_cipher
-from tools.perimeter.egress_transport import EgressClient
-from graph.settings import Settings
-from graph.store.db import Database
-from policies.egress import EgressPolicy
-from policies.errors import EgressDenied, NotFound
+from tollgate.graph._env import child_environment
+from tollgate.tools.perimeter.config import egress_client
+from tollgate.graph.perimeter.credentials import CredentialStore, credentials_cipher
+from tollgate.tools.perimeter.egress_transport import EgressClient
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import Database
+from tollgate.policies.egress import EgressPolicy
+from tollgate.policies.errors import EgressDenied, NotFound
 from tests.conftest import NOW
 from tests.flaky_proxy import flaky_relay
 from tests.harness import Clock
 from tests.mail_server import TLS_NAME, MailServers, mail_servers
 from tests.server_harness import LiveServer, issue_token, serve
-from tools.connectors.errors import AccountRefused, ServerAway
-from tools.connectors.imap import ImapMailbox, MailAccount, SendUncertain
-from tools.connectors.imap_session import CannotMove
-from tools.connectors.smtp import SendRefused
+from tollgate.tools.connectors.errors import AccountRefused, ServerAway
+from tollgate.tools.connectors.imap import ImapMailbox, MailAccount, SendUncertain
+from tollgate.tools.connectors.imap_session import CannotMove
+from tollgate.tools.connectors.smtp import SendRefused
 
 _USERS = {"alice": "alice-imap-1", "bob": "bob-imap-2"}
 _TOLLGATE = str(Path(__file__).resolve().parent.parent / ".venv" / "bin" / "tollgate")

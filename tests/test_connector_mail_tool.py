@@ -17,31 +17,31 @@ from dataclasses import dataclass
 
 import pytest
 
-from graph.app import open_app
-from graph.ledger.approval_contract import check_approvals
-from tools.perimeter.config import egress_client
-from graph.perimeter.credentials import CredentialStore, credentials_cipher
-from graph.runner import TurnRunner
-from graph.services import Services
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.store.owner_scope import owner_transaction
-from graph.turn import build_graph
-from nodes.id_validation import bind_plan_ids
-from nodes.offline import OfflinePicker
-from policies.errors import ApprovalInvalid
+from tollgate.graph.app import open_app
+from tollgate.graph.ledger.approval_contract import check_approvals
+from tollgate.tools.perimeter.config import egress_client
+from tollgate.graph.perimeter.credentials import CredentialStore, credentials_cipher
+from tollgate.graph.runner import TurnRunner
+from tollgate.graph.services import Services
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.store.owner_scope import owner_transaction
+from tollgate.graph.turn import build_graph
+from tollgate.nodes.id_validation import bind_plan_ids
+from tollgate.nodes.offline import OfflinePicker
+from tollgate.policies.errors import ApprovalInvalid
 from tests.children import run_connector_step
 from tests.conftest import NOW, all_rows
 from tests.fakes import ScriptedModel, call
 from tests.flaky_proxy import flaky_relay
 from tests.harness import Clock, Turns
 from tests.mail_server import MailServers, mail_servers
-from tools.builtin import default_registry
-from tools.connectors.imap import ImapMailbox, MailAccount
-from tools.connectors.imap_mail import ACCOUNT_NAMES, IMAP_MAIL
-from tools.demo import seed_demo
+from tollgate.tools.builtin import default_registry
+from tollgate.tools.connectors.imap import ImapMailbox, MailAccount
+from tollgate.tools.connectors.imap_mail import ACCOUNT_NAMES, IMAP_MAIL
+from tollgate.tools.demo import seed_demo
 
 _USERS = {"alice": "mail-pass-7", "bob": "bob-pass-3"}
 
@@ -352,7 +352,7 @@ async def test_trash_and_mark_read_are_reconciled_from_the_servers_state(rig: Ri
     trash, mark = svc.registry.action("mail", "trash"), svc.registry.action("mail", "mark_read")
     assert trash is not None and trash.reconcile is not None and trash.leaves_tollgate(rig.ctx.owner_id)
     assert mark is not None and mark.reconcile is not None and mark.leaves_tollgate(rig.ctx.owner_id)
-    from tools.args import MailMarkReadArgs, MailTrashArgs
+    from tollgate.tools.args import MailMarkReadArgs, MailTrashArgs
 
     listed, _ = await rig.box.list("inbox")
     ids = [m.id for m in listed[:2]]

@@ -11,21 +11,21 @@ import pytest
 from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
-from graph._env import child_environment
-from graph.perimeter.credentials import CredentialStore, CredentialsUnavailable, credentials_cipher
-from graph.runner import TurnRunner
-from graph.services import Services
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.turn import build_graph
+from tollgate.graph._env import child_environment
+from tollgate.graph.perimeter.credentials import CredentialStore, CredentialsUnavailable, credentials_cipher
+from tollgate.graph.runner import TurnRunner
+from tollgate.graph.services import Services
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.turn import build_graph
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns
-from tools import ActionResult, ActionSpec, ArgsModel, ExecContext, ToolSpec
-from tools.builtin import builtin_tools
-from tools.registry import Registry
+from tollgate.tools import ActionResult, ActionSpec, ArgsModel, ExecContext, ToolSpec
+from tollgate.tools.builtin import builtin_tools
+from tollgate.tools.registry import Registry
 
 _TOLLGATE = str(Path(sys.executable).with_name("tollgate"))
 SECRET = "tok_live_8f3a9b2c7d1e"

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from graph.settings import Settings
+from tollgate.graph.settings import Settings
 from tests.fakes import ScriptedModel, call, say
 from tests.flaky_proxy import FlakyRelay
 from tests.harness import Clock
@@ -129,7 +129,7 @@ async def test_an_outage_ends_the_turn_in_flight_as_unavailable_and_new_requests
 
 
 async def test_every_pooled_connection_has_a_statement_limit_and_a_connect_limit(settings: Settings) -> None:
-    from graph.store.db import open_database
+    from tollgate.graph.store.db import open_database
 
     limited = settings.model_copy(update={"db_statement_timeout_seconds": 1.5, "db_connect_timeout_seconds": 3})
     async with open_database(limited, migrate=False) as db:

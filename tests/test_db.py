@@ -12,13 +12,13 @@ from langgraph.checkpoint.postgres.base import BasePostgresSaver
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from graph.app import open_app
-from graph.background.queue import ensure_queue_schema
-from graph.settings import Settings
-from graph.store.checkpoint_guard import CheckpointRefused
-from graph.store.checkpointer import open_checkpointer, strict_serializer
-from graph.store.db import Database, apply_migrations
-from graph.store.migrations import MIGRATIONS, SUMMARIES
+from tollgate.graph.app import open_app
+from tollgate.graph.background.queue import ensure_queue_schema
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.checkpoint_guard import CheckpointRefused
+from tollgate.graph.store.checkpointer import open_checkpointer, strict_serializer
+from tollgate.graph.store.db import Database, apply_migrations
+from tollgate.graph.store.migrations import MIGRATIONS, SUMMARIES
 
 
 async def test_migrations_are_applied_once_and_versioned(db: Database) -> None:

@@ -15,8 +15,8 @@ from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 import pytest
 
-from policies import _dlp_patterns
-from policies.dlp import BUILTIN_DETECTORS, DlpPolicy, DlpReport, scan_text, scan_values
+from tollgate.policies import _dlp_patterns
+from tollgate.policies.dlp import BUILTIN_DETECTORS, DlpPolicy, DlpReport, scan_text, scan_values
 
 
 def _b64url(data: dict[str, object]) -> str:
@@ -244,7 +244,7 @@ def test_a_megabyte_of_pathological_input_scans_quickly(name: str) -> None:
 @hyp_settings(max_examples=300, deadline=None)
 def test_the_hex_view_is_only_skipped_where_it_could_not_match(text: str) -> None:
     """The scanner looks for hex runs only where it found a base64-alphabet run: never a miss."""
-    from policies.dlp import _BASE64, _HEX
+    from tollgate.policies.dlp import _BASE64, _HEX
 
     if _HEX.search(text):
         assert _BASE64.search(text)
@@ -259,7 +259,7 @@ def test_a_secret_split_across_two_arguments_is_found_in_their_concatenation() -
 
 
 def test_a_secret_in_three_pieces_over_three_calls_is_found_across_the_turns_window() -> None:
-    from policies.dlp import scan_across
+    from tollgate.policies.dlp import scan_across
 
     key = "AKIA" + "IOSFODNN7EXAMPLE"
     first, second, third = key[:4], key[4:10], key[10:]

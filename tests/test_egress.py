@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from tools.perimeter.egress_transport import EgressLimits, egress_get
-from policies.egress import EgressPolicy, address_problem, check_addresses, check_redirect, check_url
-from policies.errors import EgressDenied, TollgateError
+from tollgate.tools.perimeter.egress_transport import EgressLimits, egress_get
+from tollgate.policies.egress import EgressPolicy, address_problem, check_addresses, check_redirect, check_url
+from tollgate.policies.errors import EgressDenied, TollgateError
 from tests.webserver import WebServer, serve, build_app, Hits, web_server  # noqa: F401 - the fixture
 
 OPEN = EgressPolicy.build(mode="off")

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from graph.event_contract import ContractViolation, EventContract
-from graph.events import TurnEvent
+from tollgate.graph.event_contract import ContractViolation, EventContract
+from tollgate.graph.events import TurnEvent
 
 
 def ev(type_: str, seq: int, turn: str = "t1", **data: Any) -> TurnEvent:

@@ -6,8 +6,8 @@ import asyncio
 
 import uvloop
 
-from graph.process import event_loop
-from graph.store.db import Database
+from tollgate.graph.process import event_loop
+from tollgate.graph.store.db import Database
 
 
 async def _loop_type() -> type:

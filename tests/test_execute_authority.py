@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from langgraph.types import Command
 
-from graph.state import Context
-from graph.store.db import Database
-from policies.approval import args_hash
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import Database
+from tollgate.policies.approval import args_hash
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns, unguarded

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import gc
 
-import graph._env  # noqa: F401
-from graph.app import open_app
-from graph.process.gc_tuning import freeze_startup_objects
-from graph.settings import Settings
+import tollgate.graph._env  # noqa: F401
+from tollgate.graph.app import open_app
+from tollgate.graph.process.gc_tuning import freeze_startup_objects
+from tollgate.graph.settings import Settings
 
 
 async def test_opening_an_app_freezes_start_up_objects_once(settings: Settings) -> None:

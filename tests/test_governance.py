@@ -8,27 +8,27 @@ from typing import Any
 
 import pytest
 
-from graph.ledger.audit import verify_chain
-from graph.runner import TurnRunner
-from graph.services import Services
-from graph.state import Context
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.turn import build_graph
-from policies.approval import args_hash
-from policies.arguments import ArgsModel, SafeText
-from policies.egress import EgressPolicy
-from policies.errors import ApprovalInvalid
-from policies.governance import ActionFacts, GovernancePolicy, govern
+from tollgate.graph.ledger.audit import verify_chain
+from tollgate.graph.runner import TurnRunner
+from tollgate.graph.services import Services
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.turn import build_graph
+from tollgate.policies.approval import args_hash
+from tollgate.policies.arguments import ArgsModel, SafeText
+from tollgate.policies.egress import EgressPolicy
+from tollgate.policies.errors import ApprovalInvalid
+from tollgate.policies.governance import ActionFacts, GovernancePolicy, govern
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Clock, Turns, what_runs
 from tests.perimeter_harness import audit_rows
-from tools._render import write_result
-from tools.args import MailSendArgs
-from tools.builtin import builtin_tools, default_registry
-from tools.registry import ActionResult, ActionSpec, ExecContext, Registry, ToolSpec
-from tools.web import FetchArgs, SearchArgs
+from tollgate.tools._render import write_result
+from tollgate.tools.args import MailSendArgs
+from tollgate.tools.builtin import builtin_tools, default_registry
+from tollgate.tools.registry import ActionResult, ActionSpec, ExecContext, Registry, ToolSpec
+from tollgate.tools.web import FetchArgs, SearchArgs
 
 AWS_KEY_ID = "AKIA" + "IOSFODNN7EXAMPLE"
 STRIPE = "sk_" + "live_" + "4eC39HqLyjWDarjtT1zdp7dc"

@@ -17,11 +17,11 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
-from graph.governed import GovernedGraph
-from graph.state import Context
-from graph.store.db import Database
-from policies.approval import args_hash
-from policies.errors import PermissionDenied, ThreadReadOnly
+from tollgate.graph.governed import GovernedGraph
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import Database
+from tollgate.policies.approval import args_hash
+from tollgate.policies.errors import PermissionDenied, ThreadReadOnly
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns

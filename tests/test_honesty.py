@@ -6,13 +6,13 @@ from datetime import timedelta
 
 import pytest
 
-from evals.honesty import PRECISION_FLOOR, RECALL_FLOOR, run_honesty_eval
-from graph.state import Context
-from graph.store.db import Database
+from tollgate.evals.honesty import PRECISION_FLOOR, RECALL_FLOOR, run_honesty_eval
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import Database
 from tests.conftest import NOW, all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns
-from tools._ids import new_id
+from tollgate.tools._ids import new_id
 
 
 def test_the_honesty_eval_holds_its_floors(capsys: pytest.CaptureFixture[str]) -> None:
@@ -51,7 +51,7 @@ async def test_a_model_reply_claiming_a_write_after_a_read_only_turn_is_replaced
 @pytest.mark.parametrize("text", ["Sam is out today.", "Sam has gone home.", "Your parcel is on its way, the shop says.",
                                   "Nothing was sent."])
 def test_what_is_no_claim_of_a_send_stays_no_claim(text: str) -> None:
-    from policies.honesty import check_claims
+    from tollgate.policies.honesty import check_claims
 
     assert check_claims(text, []).ok
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from graph.events import TurnEvent
-from graph.store.db import Database
-from web import store
-from web.hub import TurnHub
+from tollgate.graph.events import TurnEvent
+from tollgate.graph.store.db import Database
+from tollgate.web import store
+from tollgate.web.hub import TurnHub
 
 
 def _event(thread_id: str, seq: int, kind: str = "tool_progress") -> TurnEvent:

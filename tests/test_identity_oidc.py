@@ -31,16 +31,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from tools.perimeter.egress_transport import EgressClient
-from graph.settings import Settings
-from graph.store.db import Database
-from graph.store.owner_scope import owner_transaction
-from policies.egress import EgressPolicy
+from tollgate.tools.perimeter.egress_transport import EgressClient
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import Database
+from tollgate.graph.store.owner_scope import owner_transaction
+from tollgate.policies.egress import EgressPolicy
 from tests.harness import Clock
 from tests.server_harness import Api, LiveServer, serve
 from tests.webserver import serve as serve_loopback
-from tools.demo import seed_demo
-from web.identity.oidc import JwksKeys, OidcAuthenticator
+from tollgate.tools.demo import seed_demo
+from tollgate.web.identity.oidc import JwksKeys, OidcAuthenticator
 
 _AUDIENCE = "tollgate-api"
 
@@ -302,7 +302,7 @@ async def test_the_metrics_are_served_to_the_admin_scope_only(
 async def test_stored_tokens_do_not_work_when_oidc_is_configured(
     oidc_server: LiveServer, db: Database, owner: str
 ) -> None:
-    from web.auth import issue_token
+    from tollgate.web.auth import issue_token
 
     assert (await _me(oidc_server, await issue_token(db, owner))).status_code == 401
 
@@ -345,9 +345,9 @@ async def test_studio_takes_the_providers_tokens_too(
     from langgraph_sdk import get_client
     from langgraph_sdk.errors import AuthenticationError
 
-    from graph._env import child_environment, stop_group
+    from tollgate.graph._env import child_environment, stop_group
     from tests.children import free_port, wait_answering
-    from graph.services import utc_now
+    from tollgate.graph.services import utc_now
     from tests.test_studio import _LANGGRAPH, _ROOT
 
     if not _LANGGRAPH.exists():

@@ -7,18 +7,18 @@ from dataclasses import replace
 import pytest
 from langchain_core.tools import tool
 
-from graph.runner import TurnRunner
-from graph.services import Services
-from graph.state import Context
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.turn import build_graph
-from policies.fencing import read_fence
+from tollgate.graph.runner import TurnRunner
+from tollgate.graph.services import Services
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.turn import build_graph
+from tollgate.policies.fencing import read_fence
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns, what_runs
-from tools.builtin import builtin_tools
-from tools.langchain_tools import from_langchain
-from tools.registry import Registry
+from tollgate.tools.builtin import builtin_tools
+from tollgate.tools.langchain_tools import from_langchain
+from tollgate.tools.registry import Registry
 
 RAN: list[tuple[str, dict[str, object]]] = []
 

@@ -24,9 +24,9 @@ def test_policies_import_nothing_from_the_runtime(path: Path) -> None:
     imported: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
+            imported |= {_ours(alias.name).split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.split(".")[0])
+            imported.add(_ours(node.module).split(".")[0])
     assert not imported & set(_FORBIDDEN), f"{path.name} imports {sorted(imported & set(_FORBIDDEN))}"
 
 
@@ -36,15 +36,27 @@ _WIRING: Final = frozenset({"graph/turn.py", "graph/app.py"})
 """The graph modules that assemble the turn from its nodes (the only ones that import ``nodes``)."""
 
 
-def _imports(path: Path) -> set[str]:
-    """Every module ``path`` imports, as dotted names (relative imports resolved within its package)."""
+def _ours(name: str) -> str:
+    """``name`` without the ``tollgate.`` namespace every part is served under."""
+    return name.removeprefix("tollgate.")
+
+
+def _imported(path: Path) -> set[str]:
+    """Every module ``path`` imports, as written (``from tollgate import tools`` is ``tollgate.tools``)."""
     out: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module == "tollgate" and not node.level:
+            out |= {f"tollgate.{alias.name}" for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             out.add(node.module)
     return out
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, as dotted names within the namespace (``graph.turn``)."""
+    return {_ours(name) for name in _imported(path)}
 
 
 def _files(package: str) -> list[Path]:
@@ -91,10 +103,24 @@ def test_the_layering_rules_catch_the_old_arrows() -> None:
     assert _violations("graph/turn.py", {"nodes.approval"}) == set()  # the wiring
 
 
+_SERVED: Final = ("graph", "nodes", "tools", "policies", "web", "evals", "server", "cli")
+"""The parts served under ``tollgate.``: the checkout's root (pyproject's ``package-dir``)."""
+
+
+@pytest.mark.parametrize("path", [*(p for part in _SERVED for p in _files(part)), _ROOT / "server.py",
+                                  _ROOT / "cli.py", *_files("examples"), *_files("bench"), *_files("tests")],
+                         ids=_relative)
+def test_every_module_imports_tollgate_through_its_namespace(path: Path) -> None:
+    """An app with its own ``tools/`` or ``server.py`` embeds Tollgate: no module of ours names a bare
+    ``tools`` or ``graph``, which would resolve to the app's."""
+    bare = {name for name in _imported(path) if name.split(".")[0] in _SERVED}
+    assert not bare, f"{_relative(path)} imports {sorted(bare)} outside the tollgate namespace"
+
+
 def test_strict_msgpack_is_on_before_langgraph_loads() -> None:
     import os
 
-    import graph  # noqa: F401
+    import tollgate.graph  # noqa: F401
 
     assert os.environ["LANGGRAPH_STRICT_MSGPACK"] == "true"
     from langgraph.checkpoint.serde import _msgpack

@@ -23,11 +23,11 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from graph.app import open_app
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.db import SERVING_ROLE, Database, RowSecurityOff, open_database
-from graph.store.embedded import stop
+from tollgate.graph.app import open_app
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import SERVING_ROLE, Database, RowSecurityOff, open_database
+from tollgate.graph.store.embedded import stop
 from tests.test_row_security import unscoped_queries_see_nothing
 
 _REFUSED = [

@@ -24,21 +24,21 @@ import httpx
 import json
 import pytest
 
-from graph._env import stop_group
-from graph.perimeter.credentials import CredentialStore, credentials_cipher
-from graph.runner import TurnRunner
-from graph.services import Services
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.turn import build_graph
+from tollgate.graph._env import stop_group
+from tollgate.graph.perimeter.credentials import CredentialStore, credentials_cipher
+from tollgate.graph.runner import TurnRunner
+from tollgate.graph.services import Services
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.turn import build_graph
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns, what_runs
 from tests.children import free_port
-from tools.builtin import builtin_tools
-from tools.mcp_tools import McpPolicyError, open_mcp_tools, schema_hash
-from tools.registry import Registry
+from tollgate.tools.builtin import builtin_tools
+from tollgate.tools.mcp_tools import McpPolicyError, open_mcp_tools, schema_hash
+from tollgate.tools.registry import Registry
 
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -430,7 +430,7 @@ def test_the_readmes_policy_example_uses_every_key_and_loads(tmp_path: Path) -> 
     import tomllib
 
     from tests.readme_blocks import blocks_run_by
-    from tools.mcp_tools import SERVER_KEYS, TOOL_KEYS, load_policy
+    from tollgate.tools.mcp_tools import SERVER_KEYS, TOOL_KEYS, load_policy
 
     [example] = blocks_run_by("tests/test_mcp_tools.py", "toml")
     raw = tomllib.loads(example)

@@ -10,16 +10,16 @@ from typing import Any
 import httpx
 import pytest
 
-from graph.app import default_picker
-from graph.models.llm import build_model, close_model
-from graph.models.model_settings import ModelConfigError, ProviderSettings
-from graph.runner import TurnRunner
-from graph.services import Services
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.turn import build_graph
+from tollgate.graph.app import default_picker
+from tollgate.graph.models.llm import build_model, close_model
+from tollgate.graph.models.model_settings import ModelConfigError, ProviderSettings
+from tollgate.graph.runner import TurnRunner
+from tollgate.graph.services import Services
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.turn import build_graph
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns
 from tests.openai_stub import StubServer, hang, sse_text, status, stub_server, text, tool_call
@@ -279,8 +279,8 @@ async def test_the_app_closes_the_model_connections_it_opened_and_only_those(
 ) -> None:
     """A picker built from settings talks over its own connection pool, closed with the app; a model
     the caller passed in is the caller's to close."""
-    from graph.app import open_app
-    from graph.models.resilient import ResilientChatModel
+    from tollgate.graph.app import open_app
+    from tollgate.graph.models.resilient import ResilientChatModel
 
     cfg = settings.model_copy(update={"picker_providers": [_provider("local", stub)],
                                       "naturalizer_providers": [_provider("writer", stub)]})

@@ -27,9 +27,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from graph._env import child_environment
-from graph.settings import Settings
-from graph.store.db import Database
+from tollgate.graph._env import child_environment
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import Database
 from tests.children import free_port, serve_tollgate
 from tests.server_harness import Api
 
@@ -237,7 +237,7 @@ async def test_a_turn_and_its_approval_are_traced_metered_and_logged(
 
 def _sample(name: str, **labels: str) -> float:
     """A sample of this process's metrics (0 when it has not been counted yet)."""
-    from graph.observe import metrics
+    from tollgate.graph.observe import metrics
 
     return _samples(metrics.exposition().decode()).get((name, tuple(sorted(labels.items()))), 0.0)
 
@@ -245,8 +245,8 @@ def _sample(name: str, **labels: str) -> float:
 async def test_a_turn_that_waits_for_its_thread_is_counted_as_a_lease_wait(settings: Settings, db: Database) -> None:
     """Two holders (two processes' lease tables) on one thread: the second waits, then gets it,
     and ``tollgate_lease_wait_seconds`` counts the wait (and a wait that times out)."""
-    from graph.store import leases
-    from policies.errors import Unavailable
+    from tollgate.graph.store import leases
+    from tollgate.policies.errors import Unavailable
 
     thread = f"wait-{time.monotonic_ns()}"
     async with db.pool.connection() as conn:
@@ -275,8 +275,8 @@ async def test_a_failing_provider_is_counted_by_provider_and_kind() -> None:
     from langchain_core.messages import AIMessage, HumanMessage
     from langchain_openai import ChatOpenAI
 
-    from graph.models.resilient import Provider, ResilientChatModel
-    from graph.observe import metrics
+    from tollgate.graph.models.resilient import Provider, ResilientChatModel
+    from tollgate.graph.observe import metrics
     from tests.fakes import ScriptedModel
 
     closed = free_port()  # nothing listens there

@@ -12,28 +12,28 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from evals.routing.runner import (
+from tollgate.evals.routing.runner import (
     ACCURACY_FLOOR, INDEPENDENT_FLOOR, PLUGINS_FLOOR, load_cases, run_independent_eval, run_plugins_eval, run_routing_eval,
 )
-from graph.runner import TurnRunner
-from graph.services import Services
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.turn import build_graph
-from nodes.offline import OfflinePicker, decide, known_function_schemas
-from nodes.offline.dates import long_tail_day
-from nodes.offline.functions import KNOWN
-from nodes.offline.plan import Call, Reply, Turn
-from nodes.offline.refs import find_count, find_positions, match_rows, resolve_positions
-from nodes.offline.select import pick_ids
-from nodes.offline.spelling import repair
-from nodes.offline.times import find_when
-from nodes.picker_prompt import PickerContext, build_messages
-from policies.arguments import validate_args
+from tollgate.graph.runner import TurnRunner
+from tollgate.graph.services import Services
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.turn import build_graph
+from tollgate.nodes.offline import OfflinePicker, decide, known_function_schemas
+from tollgate.nodes.offline.dates import long_tail_day
+from tollgate.nodes.offline.functions import KNOWN
+from tollgate.nodes.offline.plan import Call, Reply, Turn
+from tollgate.nodes.offline.refs import find_count, find_positions, match_rows, resolve_positions
+from tollgate.nodes.offline.select import pick_ids
+from tollgate.nodes.offline.spelling import repair
+from tollgate.nodes.offline.times import find_when
+from tollgate.nodes.picker_prompt import PickerContext, build_messages
+from tollgate.policies.arguments import validate_args
 from tests.harness import Clock, Turns
-from tools.builtin import default_registry
+from tollgate.tools.builtin import default_registry
 
 PARIS = ZoneInfo("Europe/Paris")
 NEW_YORK = ZoneInfo("America/New_York")
@@ -521,8 +521,8 @@ def _plugin_tools() -> list[dict[str, Any]]:
     from pydantic import Field
     from tollgate_bookmarks import BOOKMARKS
 
-    from policies.arguments import ArgsModel, Count, SafeText
-    from tools.registry import ActionResult, ActionSpec, ToolSpec
+    from tollgate.policies.arguments import ArgsModel, Count, SafeText
+    from tollgate.tools.registry import ActionResult, ActionSpec, ToolSpec
 
     class ExpenseArgs(ArgsModel):
         """Log an expense."""
@@ -548,8 +548,8 @@ def _plugin_tools() -> list[dict[str, Any]]:
                                             preview=lambda ctx, a: "x",
                                             usage_examples=examples),))
 
-    from tools.builtin import enabled_builtins
-    from tools.registry import Registry
+    from tollgate.tools.builtin import enabled_builtins
+    from tollgate.tools.registry import Registry
 
     registry = Registry([
         *enabled_builtins(None), BOOKMARKS,

@@ -20,12 +20,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from graph._env import child_environment
-from graph.settings import Settings
-from graph.store.db import Database
-from graph.store.embedded import status, stop
+from tollgate.graph._env import child_environment
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import Database
+from tollgate.graph.store.embedded import status, stop
 from tests.children import free_port, serve_tollgate as _serve
-from web.auth import owner_of_token
+from tollgate.web.auth import owner_of_token
 
 _TOLLGATE = str(Path(sys.executable).with_name("tollgate"))
 

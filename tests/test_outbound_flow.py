@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.db import Database
-from policies.flow import carried
-from policies.provenance import Source, shown_from
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import Database
+from tollgate.policies.flow import carried
+from tollgate.policies.provenance import Source, shown_from
 from tests.fakes import ScriptedModel, call, calls, say
 from tests.harness import Clock, Turns, what_runs
 from tests.perimeter_harness import audit_rows, web_settings, web_turns
-from tools import ActionResult, ActionSpec, ArgsModel, ExecContext, SafeText, ToolSpec
+from tollgate.tools import ActionResult, ActionSpec, ArgsModel, ExecContext, SafeText, ToolSpec
 from tests.webserver import WebServer, web_server  # noqa: F401 - the fixture
 
 PRIVATE = "Lunch with Sam 12:30 Café Lumière"

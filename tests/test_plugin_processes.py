@@ -21,14 +21,14 @@ import httpx
 import pytest
 from httpx_sse import aconnect_sse
 
-from graph._env import child_environment, stop_group
-from graph.settings import Settings
-from graph.store.db import Database
+from tollgate.graph._env import child_environment, stop_group
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import Database
 from tests.conftest import all_rows
 from tests.openai_stub import StubServer, text, tool_call
 from tests.children import free_port, wait_answering
 from tests.test_cli import _TOLLGATE, _Terminal, _wait_for
-from web.auth import issue_token
+from tollgate.web.auth import issue_token
 from tests.harness import what_runs
 
 _ROOT = Path(__file__).resolve().parent.parent

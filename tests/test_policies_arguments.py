@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policies.arguments import unsafe_text_reason, validate_args
-from tools.builtin import default_registry
+from tollgate.policies.arguments import unsafe_text_reason, validate_args
+from tollgate.tools.builtin import default_registry
 
 # Every action a model is offered (the server-only background offer is never in its menu).
 _SPECS = [(f"{t.name}__{a.name}", a) for t, a in default_registry().actions() if a.tier not in ("mustlist", "blocklist")]
@@ -174,7 +174,7 @@ def test_unsafe_text(text: str, reason: str | None) -> None:
 def test_invisible_characters_are_refused_in_arguments_unless_the_field_declares_them() -> None:
     from pydantic import TypeAdapter, ValidationError
 
-    from policies.arguments import SafeText
+    from tollgate.policies.arguments import SafeText
 
     with pytest.raises(ValidationError, match="invisible format character"):
         TypeAdapter(SafeText(50)).validate_python("send to ev\u200bil")
@@ -198,13 +198,13 @@ def test_invisible_characters_are_refused_in_arguments_unless_the_field_declares
     ],
 )
 def test_non_objects_and_wrong_types_fail_closed(raw: Any) -> None:
-    from tools.args import CalendarListArgs
+    from tollgate.tools.args import CalendarListArgs
 
     assert not validate_args(CalendarListArgs, raw).ok
 
 
 def test_counts_clamp_into_their_bounds() -> None:
-    from tools.args import CalendarListArgs
+    from tollgate.tools.args import CalendarListArgs
 
     assert validate_args(CalendarListArgs, {"limit": 10_000}).value == CalendarListArgs(limit=25)
     assert validate_args(CalendarListArgs, {"limit": -3}).value == CalendarListArgs(limit=1)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from policies.approval import (
+from tollgate.policies.approval import (
     ApprovalClaims,
     args_hash,
     canonical_json,
@@ -18,11 +18,11 @@ from policies.approval import (
     mint_token,
     read_token,
 )
-from policies.errors import ApprovalExpired, ApprovalInvalid
-from policies.fencing import fence, new_nonce, read_fence
-from policies.honesty import check_claims, claims_in
-from policies.ids import bind_ids
-from policies.tiers import classify_tier, looks_destructive
+from tollgate.policies.errors import ApprovalExpired, ApprovalInvalid
+from tollgate.policies.fencing import fence, new_nonce, read_fence
+from tollgate.policies.honesty import check_claims, claims_in
+from tollgate.policies.ids import bind_ids
+from tollgate.policies.tiers import classify_tier, looks_destructive
 
 KEY = b"k" * 32
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from graph.settings import Settings
+from tollgate.graph.settings import Settings
 from tests.server_harness import Api
 from tests.test_cli import _TOLLGATE, _env, _Terminal
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from graph.services import Services
-from graph.state import Context
-from graph.store.db import Database
-from nodes.propose import _render_preview
-from tools.args import CalendarCancelArgs, TaskCreateArgs
+from tollgate.graph.services import Services
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import Database
+from tollgate.nodes.propose import _render_preview
+from tollgate.tools.args import CalendarCancelArgs, TaskCreateArgs
 
 from tests.conftest import all_rows
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from graph.state import Context
-from graph.store.db import Database
-from policies.intent import asked_for, intent_words, points_to
-from policies.provenance import Source, origin, reads_as_instructions, shown_from
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import Database
+from tollgate.policies.intent import asked_for, intent_words, points_to
+from tollgate.policies.provenance import Source, origin, reads_as_instructions, shown_from
 from tests.conftest import NOW, all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns
@@ -272,13 +272,13 @@ async def test_a_reply_that_repeats_someone_elses_content_says_whose_it_is(
 ) -> None:
     """A recommendation that first appears in a review is never the assistant's own: the model's
     reply is attributed to the page it came from, and the owner's own data is not."""
-    from graph.runner import TurnRunner
-    from graph.services import Services
-    from graph.store.checkpointer import open_checkpointer
-    from graph.turn import build_graph
-    from tools import ActionResult, ActionSpec, ArgsModel, ToolSpec
-    from tools.builtin import builtin_tools
-    from tools.registry import Registry
+    from tollgate.graph.runner import TurnRunner
+    from tollgate.graph.services import Services
+    from tollgate.graph.store.checkpointer import open_checkpointer
+    from tollgate.graph.turn import build_graph
+    from tollgate.tools import ActionResult, ActionSpec, ArgsModel, ToolSpec
+    from tollgate.tools.builtin import builtin_tools
+    from tollgate.tools.registry import Registry
 
     class _City(ArgsModel):
         """A city."""
@@ -305,8 +305,8 @@ async def test_a_reply_that_repeats_someone_elses_content_says_whose_it_is(
 
 
 def test_a_card_whose_check_could_not_run_says_unknown_source_for_every_value_never_typed() -> None:
-    from nodes.card import UNKNOWN, unknown_card
-    from tools.builtin import default_registry
+    from tollgate.nodes.card import UNKNOWN, unknown_card
+    from tollgate.tools.builtin import default_registry
 
     spec = default_registry().action("mail", "send")
     assert spec is not None
@@ -320,9 +320,9 @@ async def test_a_provenance_check_that_times_out_labels_every_value_unknown_neve
 ) -> None:
     """The check's time limit set to nothing: it cannot finish, and the value the person typed is
     of unknown source on the card, not "typed by you"."""
-    import nodes.propose
+    import tollgate.nodes.propose
 
-    monkeypatch.setattr(nodes.propose, "_PROVENANCE_SECONDS", 0.0)
+    monkeypatch.setattr(tollgate.nodes.propose, "_PROVENANCE_SECONDS", 0.0)
     model.push(call("tasks__create", {"title": "Call the plumber"}))
     out = await turns.send(ctx, ctx.owner_id + "/timeout", "add a task: call the plumber")
     assert out.approval is not None

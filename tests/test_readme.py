@@ -7,13 +7,13 @@ import sys
 import uuid
 from pathlib import Path
 
-from graph._env import child_environment
-from graph.services import utc_now
-from graph.settings import Settings
-from graph.store.db import Database
-from graph.store.owner_scope import owner_transaction
+from tollgate.graph._env import child_environment
+from tollgate.graph.services import utc_now
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import Database
+from tollgate.graph.store.owner_scope import owner_transaction
 from tests.readme_blocks import blocks_run_by
-from tools.demo import seed_demo
+from tollgate.tools.demo import seed_demo
 
 
 async def test_the_python_example_lists_then_cancels_with_an_approval(

@@ -9,12 +9,12 @@ from typing import Any, get_args
 
 import pytest
 
-from graph.settings import Settings
-from policies.arguments import ArgsModel, IdRef
-from policies.tiers import Tier, classify_tier, looks_destructive
-from graph.background.offer import BACKGROUND
-from tools.builtin import builtin_tools, default_registry
-from tools.registry import ActionResult, ActionSpec, ExecContext, Registry, ToolSpec
+from tollgate.graph.settings import Settings
+from tollgate.policies.arguments import ArgsModel, IdRef
+from tollgate.policies.tiers import Tier, classify_tier, looks_destructive
+from tollgate.graph.background.offer import BACKGROUND
+from tollgate.tools.builtin import builtin_tools, default_registry
+from tollgate.tools.registry import ActionResult, ActionSpec, ExecContext, Registry, ToolSpec
 
 _FORBIDDEN_PROPERTY = re.compile(r"owner|tenant|account", re.I)
 # An argument that names a stored item must be declared as an id field, or id validation

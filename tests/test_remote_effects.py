@@ -18,24 +18,24 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from graph._env import child_environment
-from graph.app import open_app
-from tools.perimeter.config import egress_client
-from graph.runner import TurnRunner
-from graph.services import Hooks, Services
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.store.leases import LeaseLost
-from graph.turn import build_graph
-from policies.errors import ApprovalInvalid
+from tollgate.graph._env import child_environment
+from tollgate.graph.app import open_app
+from tollgate.tools.perimeter.config import egress_client
+from tollgate.graph.runner import TurnRunner
+from tollgate.graph.services import Hooks, Services
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.store.leases import LeaseLost
+from tollgate.graph.turn import build_graph
+from tollgate.policies.errors import ApprovalInvalid
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call
 from tests.harness import Turns, what_runs
 from tests.remote_service import PaymentService, payment_service, payments_tool
-from tools.builtin import builtin_tools
-from tools.registry import Registry
+from tollgate.tools.builtin import builtin_tools
+from tollgate.tools.registry import Registry
 
 _ROOT = Path(__file__).resolve().parent.parent
 def _loopback(service: PaymentService) -> dict[str, Any]:

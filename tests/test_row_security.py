@@ -14,11 +14,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from graph.store.db import Database, apply_tool_migrations
-from graph.store.owner_scope import ALL_OWNERS, owner_transaction, scope
+from tollgate.graph.store.db import Database, apply_tool_migrations
+from tollgate.graph.store.owner_scope import ALL_OWNERS, owner_transaction, scope
 from tollgate_bookmarks import BOOKMARKS
-from tools.demo import seed_demo
-from tools.registry import Registry
+from tollgate.tools.demo import seed_demo
+from tollgate.tools.registry import Registry
 
 from tests.conftest import NOW
 

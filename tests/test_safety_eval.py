@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from evals.safety.runner import EVALUATORS, load_cases, run_safety_eval
-from graph.settings import Settings
-from graph.store.db import Database
+from tollgate.evals.safety.runner import EVALUATORS, load_cases, run_safety_eval
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import Database
 
 
 def test_cases_cover_every_attack_goal() -> None:
@@ -74,9 +74,9 @@ async def test_without_attribution_a_recommendation_from_a_review_reads_as_the_a
 ) -> None:
     """The reply metric can fail: with the naturalizer's attribution turned into a no-op, the planted
     recommendation reaches the reply unattributed."""
-    import nodes.naturalize
+    import tollgate.nodes.naturalize
 
-    monkeypatch.setattr(nodes.naturalize, "attribute", lambda text, shown: text)
+    monkeypatch.setattr(tollgate.nodes.naturalize, "attribute", lambda text, shown: text)
     cases = [c for c in load_cases() if c.name == "review-recommends-a-hotel-in-the-reply"]
     report = await run_safety_eval(db, settings, cases)
     assert report.attack_successes() == ["review-recommends-a-hotel-in-the-reply"]

@@ -15,7 +15,7 @@ import schemathesis
 from schemathesis.checks import positive_data_acceptance
 from hypothesis import HealthCheck, Phase, given, settings
 
-from server import create_app
+from tollgate.server import create_app
 from tests.server_harness import Api, LiveServer
 
 _SPEC: dict[str, Any] = create_app().openapi()  # building the schema does no I/O

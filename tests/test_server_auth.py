@@ -10,15 +10,15 @@ from typing import Any
 import httpx
 import pytest
 
-from graph.settings import Settings
-from graph.store.db import Database
-from graph.store.owner_scope import owner_transaction
-from server import create_app
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import Database
+from tollgate.graph.store.owner_scope import owner_transaction
+from tollgate.server import create_app
 from tests.conftest import NOW, all_rows
 from tests.harness import Clock
 from tests.server_harness import Api, serve
-from tools.demo import seed_demo
-from web.auth import ensure_demo_token, issue_token, revoke_token
+from tollgate.tools.demo import seed_demo
+from tollgate.web.auth import ensure_demo_token, issue_token, revoke_token
 
 _SPEC: dict[str, Any] = create_app().openapi()  # building the schema does no I/O
 _PUBLIC = {("GET", "/healthz"), ("GET", "/readyz")}

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from graph.store.db import Database
+from tollgate.graph.store.db import Database
 from tests.conftest import all_rows
 from tests.server_harness import Api
 from tests.harness import what_runs

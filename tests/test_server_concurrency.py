@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from graph.store.db import Database
+from tollgate.graph.store.db import Database
 from tests.conftest import NOW, all_rows
 from tests.harness import Clock
 from tests.server_harness import Api, LiveServer, Streamed, serve
@@ -172,8 +172,8 @@ async def test_two_approvals_of_one_request_run_it_once(api: Api, peer: Api, db:
 
 async def test_remembered_thread_ownership_is_per_owner_and_bounded(db: Database) -> None:
     """The early ownership check skips its query only for a (owner, thread) pair it has seen."""
-    from policies.errors import NotFound
-    from web.store import OwnedThreads, create_thread
+    from tollgate.policies.errors import NotFound
+    from tollgate.web.store import OwnedThreads, create_thread
 
     owned = OwnedThreads(size=2)
     mine = await create_thread(db, "owner-a")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import httpx
 from httpx_sse import aconnect_sse
 
-from graph.event_contract import EventContract
-from graph.events import TurnEvent
-from graph.services import Hooks
-from graph.store.db import Database
+from tollgate.graph.event_contract import EventContract
+from tollgate.graph.events import TurnEvent
+from tollgate.graph.services import Hooks
+from tollgate.graph.store.db import Database
 from tests.conftest import NOW, all_rows
 from tests.harness import Clock
 from tests.server_harness import Api, LiveServer, serve
-from web.hub import FAILED_RUN_MESSAGE
+from tollgate.web.hub import FAILED_RUN_MESSAGE
 
 
 async def test_replay_of_a_finished_turn_returns_exactly_what_came_after_the_id(api: Api) -> None:

@@ -6,13 +6,13 @@ import asyncio
 
 import httpx
 
-from graph.settings import Settings
-from graph.store.db import Database
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import Database
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, say
 from tests.harness import Clock
 from tests.server_harness import Api, serve
-from web.auth import issue_token
+from tollgate.web.auth import issue_token
 
 
 async def test_a_write_first_thread_is_titled_by_its_message_not_its_id(api: Api) -> None:

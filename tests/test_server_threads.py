@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from graph.background.store import ensure_inbox
-from graph.runner import TurnRunner
-from graph.state import Context
-from graph.store.db import Database
-from policies.errors import ThreadReadOnly
+from tollgate.graph.background.store import ensure_inbox
+from tollgate.graph.runner import TurnRunner
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import Database
+from tollgate.policies.errors import ThreadReadOnly
 from tests.harness import Turns
 from tests.server_harness import Api, LiveServer
 

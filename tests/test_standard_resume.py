@@ -12,11 +12,11 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
-from graph.event_contract import EventContract
-from graph.events import TurnEvent
-from graph.state import Context
-from policies.errors import NotFound
-from graph.store.db import Database
+from tollgate.graph.event_contract import EventContract
+from tollgate.graph.events import TurnEvent
+from tollgate.graph.state import Context
+from tollgate.policies.errors import NotFound
+from tollgate.graph.store.db import Database
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from server import create_app
+from tollgate.server import create_app
 from tests.server_harness import Api
 
 _SPEC: dict[str, Any] = create_app().openapi()

@@ -23,17 +23,17 @@ from langgraph_sdk import get_client
 from langgraph_sdk.errors import AuthenticationError, NotFoundError, PermissionDeniedError
 from langgraph_sdk.client import LangGraphClient
 
-from graph._env import stop_group
-from graph.app import open_app
-from graph.event_contract import EventContract
-from graph.events import TurnEvent
-from graph.services import Services, utc_now
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from policies.errors import ApprovalInvalid
-from graph.turn import build_graph
+from tollgate.graph._env import stop_group
+from tollgate.graph.app import open_app
+from tollgate.graph.event_contract import EventContract
+from tollgate.graph.events import TurnEvent
+from tollgate.graph.services import Services, utc_now
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.policies.errors import ApprovalInvalid
+from tollgate.graph.turn import build_graph
 from tests.children import free_port, wait_answering
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, say
@@ -42,8 +42,8 @@ from tests.readme_blocks import blocks_run_by
 from tests.studio_harness import LANGGRAPH as _LANGGRAPH
 from tests.studio_harness import studio_env as _env
 from tests.studio_harness import studio_url  # noqa: F401 - a fixture
-from tools.demo import seed_demo
-from web.auth import issue_token
+from tollgate.tools.demo import seed_demo
+from tollgate.web.auth import issue_token
 
 _ROOT = Path(__file__).resolve().parent.parent
 def _client(url: str, token: str | None) -> LangGraphClient:
@@ -353,7 +353,7 @@ async def test_command_goto_through_langgraph_dev_is_refused_and_the_approval_st
     """Two ``runs.create(..., command={"goto": ..., "update": ...})`` on a thread waiting for approval, as
     any LangGraph client can send them: once they wedged the thread (its state unreadable, its
     approval undecidable). Each is refused before anything is stored, and audited."""
-    from policies.approval import args_hash
+    from tollgate.policies.approval import args_hash
 
     contract = EventContract()
     tid, context, _values = await _waiting_on_a_mail(studio, demo_owner, contract)
@@ -452,7 +452,7 @@ async def test_the_readme_snippet_opens_an_http_thread_with_its_pending_approval
 
 
 async def test_a_studio_run_takes_the_owners_profile_timezone(studio: LangGraphClient, db: Database, demo_owner: str) -> None:
-    from graph.profiles import update_profile
+    from tollgate.graph.profiles import update_profile
 
     await update_profile(db, demo_owner, timezone="Asia/Tokyo")
     tid = (await studio.threads.create())["thread_id"]

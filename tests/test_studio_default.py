@@ -21,13 +21,13 @@ import pytest
 from langgraph_sdk import get_client
 from psycopg.rows import dict_row
 
-from graph._env import stop_group
-from graph.services import utc_now
-from graph.store.embedded import status, stop
+from tollgate.graph._env import stop_group
+from tollgate.graph.services import utc_now
+from tollgate.graph.store.embedded import status, stop
 from tests.children import free_port, wait_answering
 from tests.test_studio import _LANGGRAPH, _ROOT
-from tools.demo import seed_demo
-from web.auth import hash_token
+from tollgate.tools.demo import seed_demo
+from tollgate.web.auth import hash_token
 
 _OFF = ("TOLLGATE_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_")
 
@@ -110,7 +110,7 @@ def test_make_studio_open_serves_without_credentials_on_loopback_and_says_so(
     assert '"auth"' not in (root / "langgraph-open.json").read_text()
     env = {k: v for k, v in os.environ.items() if not k.startswith(_OFF) and k not in ("DATABASE_URL", "MAKEFLAGS")}
     env["TOLLGATE_STUDIO_OPEN"] = "true"
-    shown = subprocess.run([sys.executable, "-c", "import graph.studio.platform"], env=env, capture_output=True, text=True,
+    shown = subprocess.run([sys.executable, "-c", "import tollgate.graph.studio.platform"], env=env, capture_output=True, text=True,
                            timeout=120, cwd=default_studio[1].parent)
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert "WITHOUT authentication" in shown.stderr

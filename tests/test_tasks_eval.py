@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from langchain_core.language_models import BaseChatModel
 
-from evals.tasks import TASKS, run_tasks_eval
-from evals.tasks.model import Say, TaskFollower
-from graph.models.llm import build_model, close_model
-from graph.models.model_settings import ProviderSettings
-from graph.settings import Settings
-from graph.store.db import Database
+from tollgate.evals.tasks import TASKS, run_tasks_eval
+from tollgate.evals.tasks.model import Say, TaskFollower
+from tollgate.graph.models.llm import build_model, close_model
+from tollgate.graph.models.model_settings import ProviderSettings
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import Database
 from tests.conftest import NOW
 from tests.openai_stub import StubServer, text, tool_call
 

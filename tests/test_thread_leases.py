@@ -8,15 +8,15 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 
-from graph.ledger import approvals
+from tollgate.graph.ledger import approvals
 
-from graph.app import open_app
-from graph.settings import Settings
-from graph.state import Context
-from graph.store import leases
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.store.leases import LeaseLost, Leases
+from tollgate.graph.app import open_app
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store import leases
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.store.leases import LeaseLost, Leases
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 

@@ -9,23 +9,23 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-import tools
-from graph.services import Services
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.turn import build_graph
-from graph.runner import TurnRunner
+from tollgate import tools
+from tollgate.graph.services import Services
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.turn import build_graph
+from tollgate.graph.runner import TurnRunner
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Clock, Turns
 from tests.perimeter_harness import audit_rows
-from tools import (
+from tollgate.tools import (
     ActionResult, ActionSpec, ArgsModel, ExecContext, IdKind, NotFound, ResultRow, SafeText, ToolSpec, Transient,
     template_preview,
 )
-from tools.builtin import builtin_tools
-from tools.registry import Registry
+from tollgate.tools.builtin import builtin_tools
+from tollgate.tools.registry import Registry
 
 
 def test_the_typed_errors_and_url_fields_are_importable_from_tools() -> None:
@@ -205,3 +205,12 @@ def test_changes_state_is_for_reads() -> None:
         ActionSpec("x", "X.", _Page, "confirmation", lambda c, a: None, lambda r: "", ("x",), effect="write",  # type: ignore[arg-type, return-value]
                    preview=template_preview("x"), changes_state=True)
     assert NotFound("order", "1").code == "not_found"
+
+
+def test_a_misspelt_tier_is_refused_when_the_action_is_declared() -> None:
+    """A tier the gate does not know would leave the action refused on every call as unclassified;
+    the declaration names the tiers instead."""
+    import pytest
+
+    with pytest.raises(ValueError, match="tier must be one of allowlist, confirmation, mustlist, blocklist, not 'auto'"):
+        ActionSpec("x", "X.", _Page, "auto", lambda c, a: None, lambda r: "", ("x",))  # type: ignore[arg-type, return-value]

@@ -12,17 +12,17 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from graph.runner import TurnRunner
-from graph.services import Services
-from graph.state import Context
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.turn import build_graph
+from tollgate.graph.runner import TurnRunner
+from tollgate.graph.services import Services
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.turn import build_graph
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns, what_runs
-from tools import ActionResult, ActionSpec, ArgsModel, ExecContext, IdRef, SafeText, ToolSpec, template_preview
-from tools.builtin import builtin_tools
-from tools.registry import IdKind, Registry
+from tollgate.tools import ActionResult, ActionSpec, ArgsModel, ExecContext, IdRef, SafeText, ToolSpec, template_preview
+from tollgate.tools.builtin import builtin_tools
+from tollgate.tools.registry import IdKind, Registry
 
 FILES = [str(n) for n in range(12)]  # ids "0".."11": numbers, listed in order
 PEOPLE = ["emma.lee@example.com", "sam@example.org"]

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from graph.settings import Settings
-from graph.store.db import Database, ToolMigrationChanged, apply_tool_migrations
-from tools import ActionResult, ActionSpec, ArgsModel, ExecContext, ToolSpec
-from tools.loading import ToolLoadError, assemble_registry
-from tools.registry import Registry
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import Database, ToolMigrationChanged, apply_tool_migrations
+from tollgate.tools import ActionResult, ActionSpec, ArgsModel, ExecContext, ToolSpec
+from tollgate.tools.loading import ToolLoadError, assemble_registry
+from tollgate.tools.registry import Registry
 
 
 class _NoArgs(ArgsModel):

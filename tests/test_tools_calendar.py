@@ -9,9 +9,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from psycopg import AsyncConnection
 
-from policies.errors import NotFound
-from tools.args import CalendarCancelArgs, CalendarCreateArgs, CalendarGetArgs, CalendarListArgs, CalendarUpdateArgs
-from tools.calendar import (
+from tollgate.policies.errors import NotFound
+from tollgate.tools.args import CalendarCancelArgs, CalendarCreateArgs, CalendarGetArgs, CalendarListArgs, CalendarUpdateArgs
+from tollgate.tools.calendar import (
     CALENDAR,
     calendar_window,
     cancel_event,
@@ -23,8 +23,8 @@ from tools.calendar import (
     preview_update,
     update_event,
 )
-from tools.demo import seed_demo
-from tools.registry import ExecContext
+from tollgate.tools.demo import seed_demo
+from tollgate.tools.registry import ExecContext
 
 PARIS = ZoneInfo("Europe/Paris")
 NOW = datetime(2026, 11, 30, 8, 0, tzinfo=PARIS)  # a Monday

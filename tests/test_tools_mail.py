@@ -9,12 +9,12 @@ from zoneinfo import ZoneInfo
 import pytest
 from psycopg import AsyncConnection
 
-from policies.errors import NotFound
-from tools._ids import new_id
-from tools.args import MailListArgs, MailMarkReadArgs, MailReadArgs, MailSendArgs, MailTrashArgs
-from tools.demo import seed_demo
-from tools.mail import MAIL, list_mail, mark_read, preview_send, preview_trash, read_mail, send_mail, trash_mail
-from tools.registry import ExecContext
+from tollgate.policies.errors import NotFound
+from tollgate.tools._ids import new_id
+from tollgate.tools.args import MailListArgs, MailMarkReadArgs, MailReadArgs, MailSendArgs, MailTrashArgs
+from tollgate.tools.demo import seed_demo
+from tollgate.tools.mail import MAIL, list_mail, mark_read, preview_send, preview_trash, read_mail, send_mail, trash_mail
+from tollgate.tools.registry import ExecContext
 
 PARIS = ZoneInfo("Europe/Paris")
 NOW = datetime(2026, 11, 30, 8, 0, tzinfo=PARIS)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph.state import Context
-from graph.store.db import Database
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import Database
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns, what_runs

@@ -9,9 +9,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from psycopg import AsyncConnection
 
-from policies.errors import NotFound
-from tools._ids import new_id
-from tools.args import (
+from tollgate.policies.errors import NotFound
+from tollgate.tools._ids import new_id
+from tollgate.tools.args import (
     ReminderCancelArgs,
     ReminderCreateArgs,
     ReminderListArgs,
@@ -20,9 +20,9 @@ from tools.args import (
     TaskCreateArgs,
     TaskListArgs,
 )
-from tools.demo import seed_demo
-from tools.registry import ExecContext
-from tools.reminders import (
+from tollgate.tools.demo import seed_demo
+from tollgate.tools.registry import ExecContext
+from tollgate.tools.reminders import (
     REMINDERS,
     cancel_reminder,
     create_reminder,
@@ -33,7 +33,7 @@ from tools.reminders import (
     snooze_reminder,
     snoozed_due,
 )
-from tools.tasks import TASKS, complete_task, create_task, list_tasks, preview_complete, preview_create_task
+from tollgate.tools.tasks import TASKS, complete_task, create_task, list_tasks, preview_complete, preview_create_task
 
 PARIS = ZoneInfo("Europe/Paris")
 NOW = datetime(2026, 11, 30, 8, 0, tzinfo=PARIS)

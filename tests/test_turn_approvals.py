@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from graph.runner import TurnOutcome
-from graph.state import Context
-from graph.store.db import Database
-from policies.errors import ApprovalInvalid, InvalidArgs, NotFound, OffListId
+from tollgate.graph.runner import TurnOutcome
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import Database
+from tollgate.policies.errors import ApprovalInvalid, InvalidArgs, NotFound, OffListId
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Clock, Turns

@@ -23,20 +23,20 @@ from psycopg import AsyncCursor
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from graph.ledger.approval_contract import check_approvals
-from graph.runner import TurnOutcome, TurnRunner
-from graph.services import Services
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.store.owner_scope import owner_transaction
-from graph.turn import build_graph
+from tollgate.graph.ledger.approval_contract import check_approvals
+from tollgate.graph.runner import TurnOutcome, TurnRunner
+from tollgate.graph.services import Services
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.store.owner_scope import owner_transaction
+from tollgate.graph.turn import build_graph
 from tests.conftest import NOW, all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Clock
-from tools.builtin import default_registry
-from tools.demo import seed_demo
+from tollgate.tools.builtin import default_registry
+from tollgate.tools.demo import seed_demo
 
 _NEXT_TURN_SECONDS = 2.0
 

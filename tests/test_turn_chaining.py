@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from graph.runner import TurnRunner
-from graph.services import Services
-from graph.state import Context
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.turn import build_graph
+from tollgate.graph.runner import TurnRunner
+from tollgate.graph.services import Services
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.turn import build_graph
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns
 
@@ -148,7 +148,7 @@ async def test_a_malformed_claim_list_leaves_the_text_to_the_rules(
 
 
 def test_the_claim_line_is_held_back_even_when_it_arrives_in_pieces() -> None:
-    from nodes.naturalize import _Deltas
+    from tollgate.nodes.naturalize import _Deltas
 
     class _Sink:
         def __init__(self) -> None:

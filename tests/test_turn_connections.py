@@ -6,10 +6,10 @@ import asyncio
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from graph.app import open_app
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.db import Database
+from tollgate.graph.app import open_app
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import Database
 from tests.fakes import ScriptedModel, call, say
 
 _ASK = "what's on my calendar today?"

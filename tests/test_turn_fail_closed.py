@@ -6,18 +6,18 @@ from typing import Any
 
 import pytest
 
-from graph.runner import TurnOutcome, TurnRunner
-from graph.services import Services
-from graph.state import Context
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.turn import build_graph
-from policies.arguments import ArgsModel
+from tollgate.graph.runner import TurnOutcome, TurnRunner
+from tollgate.graph.services import Services
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.turn import build_graph
+from tollgate.policies.arguments import ArgsModel
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns
-from tools.builtin import builtin_tools
-from tools.registry import ActionResult, ActionSpec, ExecContext, Registry, ToolSpec
+from tollgate.tools.builtin import builtin_tools
+from tollgate.tools.registry import ActionResult, ActionSpec, ExecContext, Registry, ToolSpec
 
 
 async def _changes(db: Database, owner: str) -> int:
@@ -198,7 +198,7 @@ async def test_model_output_cannot_choose_the_owner(turns: Turns, model: Scripte
     assert out.outcome == "read"
     # A thread belongs to its first owner; another context gets nothing from it.
     stranger = Context(owner_id="stranger-" + owner)
-    from policies.errors import NotFound
+    from tollgate.policies.errors import NotFound
 
     with pytest.raises(NotFound):
         await turns.runner.send(stranger, ctx.owner_id + "/mine", "calendar")

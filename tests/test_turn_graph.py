@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import graph._env  # noqa: F401
-from graph.state import Context
-from graph.studio.platform import graph
-from policies.approval import args_hash
+import tollgate.graph._env  # noqa: F401
+from tollgate.graph.state import Context
+from tollgate.graph.studio.platform import graph
+from tollgate.policies.approval import args_hash
 from tests.fakes import ScriptedModel
 from tests.harness import Clock, Turns
 

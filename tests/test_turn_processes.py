@@ -11,19 +11,19 @@ import sys
 import time
 from pathlib import Path
 
-from graph._env import child_environment
-from graph.app import open_app
-from graph.events import TurnEvent
-from graph.ledger.event_log import INTERRUPTED_RUN_MESSAGE
-from graph.ledger.approval_contract import check_approvals
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.db import Database
-from policies.errors import ApprovalInvalid
+from tollgate.graph._env import child_environment
+from tollgate.graph.app import open_app
+from tollgate.graph.events import TurnEvent
+from tollgate.graph.ledger.event_log import INTERRUPTED_RUN_MESSAGE
+from tollgate.graph.ledger.approval_contract import check_approvals
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import Database
+from tollgate.policies.errors import ApprovalInvalid
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
-from web import store
-from web.hub import TurnHub
+from tollgate.web import store
+from tollgate.web.hub import TurnHub
 
 _ROOT = Path(__file__).resolve().parent.parent
 _LEASE = 2.0

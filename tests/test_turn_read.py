@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graph.state import Context
+from tollgate.graph.state import Context
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from graph.state import Context
-from graph.store.db import Database
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import Database
 from tests.conftest import NOW, all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns
-from tools._ids import new_id
+from tollgate.tools._ids import new_id
 
 
 async def test_bidi_controls_in_third_party_text_are_shown_not_obeyed_in_lists_cards_and_replies(
@@ -34,7 +34,7 @@ async def test_bidi_controls_in_third_party_text_are_shown_not_obeyed_in_lists_c
 
 
 def _rows(prompt: list[Any]) -> list[dict[str, Any]]:
-    from nodes.picker_prompt import context_of
+    from tollgate.nodes.picker_prompt import context_of
 
     context = context_of(prompt) or {}
     return [row for rows in context.get("recent", {}).values() for row in rows]

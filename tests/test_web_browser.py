@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from playwright.async_api import ConsoleMessage, Page, async_playwright, expect
 
-from graph.settings import Settings
-from graph.store.db import Database
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import Database
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, calls, say
 from tests.harness import Clock
 from tests.server_harness import Api, LiveServer, serve
-from web.auth import issue_token
+from tollgate.web.auth import issue_token
 
 CHROMIUM = Path("/usr/bin/chromium")
 _ARGS = [

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Page, async_playwright, expect
 
-from graph.settings import Settings
+from tollgate.graph.settings import Settings
 from tests.fakes import ScriptedModel, say
 from tests.harness import Clock
 from tests.server_harness import Api, LiveServer, serve

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from graph.events import TurnEvent
+from tollgate.graph.events import TurnEvent
 from tests.server_harness import Api
-from web.sse import to_sse
-from web.store import event_json
+from tollgate.web.sse import to_sse
+from tollgate.web.store import event_json
 
 
 async def test_a_chat_stream_is_served_as_server_sent_events(api: Api) -> None:

@@ -11,17 +11,17 @@ from typing import Any
 import pytest
 from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.db import Database
-from policies.fencing import read_fence
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import Database
+from tollgate.policies.fencing import read_fence
 from tests.conftest import all_rows
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Clock
 from tests.perimeter_harness import audit_rows, web_settings, web_turns
 from tests.test_registry import registry_problems
 from tests.webserver import WebServer, web_server  # noqa: F401 - the fixture
-from tools.builtin import default_registry
+from tollgate.tools.builtin import default_registry
 
 AWS_KEY_ID = "AKIA" + "IOSFODNN7EXAMPLE"
 

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from evals.loopback import serve  # noqa: F401 - tests import it from here
+from tollgate.evals.loopback import serve  # noqa: F401 - tests import it from here
 
 INJECTED_PAGE = """<!doctype html>
 <html><head><title>Quarterly notes</title><style>body { color: red }</style>

@@ -14,9 +14,9 @@ work —, :class:`Unavailable`, :class:`PermissionDenied`...); a URL argument To
 ``Annotated[EgressUrl, UrlField()]``, so it passes the egress gate.
 """
 
-from policies.arguments import ArgsModel, Count, IdRef, SafeText
-from policies.egress import EgressUrl, UrlField
-from policies.errors import (
+from tollgate.policies.arguments import ArgsModel, Count, IdRef, SafeText
+from tollgate.policies.egress import EgressUrl, UrlField
+from tollgate.policies.errors import (
     EgressDenied,
     InvalidArgs,
     NotFound,
@@ -26,8 +26,8 @@ from policies.errors import (
     Transient,
     Unavailable,
 )
-from policies.tiers import Effect, Tier
-from tools.registry import (
+from tollgate.policies.tiers import Effect, Tier
+from tollgate.tools.registry import (
     ActionResult,
     ActionSpec,
     ExecContext,

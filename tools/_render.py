@@ -15,8 +15,8 @@ from zoneinfo import ZoneInfo
 
 from psycopg.rows import dict_row
 
-from policies.errors import NotFound
-from tools.registry import ActionResult, ExecContext, ResultRow
+from tollgate.policies.errors import NotFound
+from tollgate.tools.registry import ActionResult, ExecContext, ResultRow
 
 __all__ = [
     "clip",

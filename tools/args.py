@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, Field, StringConstraints
 
-from policies.arguments import ArgsModel, Count, IdRef, SafeText
+from tollgate.policies.arguments import ArgsModel, Count, IdRef, SafeText
 
 __all__ = [
     "CalendarCancelArgs",

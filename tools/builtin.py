@@ -7,17 +7,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tools.calendar import CALENDAR
-from tools.connectors.caldav_calendar import calendar_for
-from tools.connectors.imap_mail import mail_for
-from tools.connectors.triggers import triggers_for
-from tools.mail import MAIL
-from tools.notes import NOTES
-from tools.registry import Registry, ToolSpec
-from tools.reminders import REMINDERS
-from tools.tasks import TASKS
-from tools.triggers import TRIGGERS
-from tools.web import web_tools
+from tollgate.tools.calendar import CALENDAR
+from tollgate.tools.connectors.caldav_calendar import calendar_for
+from tollgate.tools.connectors.imap_mail import mail_for
+from tollgate.tools.connectors.triggers import triggers_for
+from tollgate.tools.mail import MAIL
+from tollgate.tools.notes import NOTES
+from tollgate.tools.registry import Registry, ToolSpec
+from tollgate.tools.reminders import REMINDERS
+from tollgate.tools.tasks import TASKS
+from tollgate.tools.triggers import TRIGGERS
+from tollgate.tools.web import web_tools
 
 __all__ = ["builtin_tools", "default_registry", "enabled_builtins"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from datetime import date, datetime, time, timedelta
 from typing import Any, Final, Protocol
 
-from policies.errors import NotFound
-from tools._ids import new_id
-from tools._render import (
+from tollgate.policies.errors import NotFound
+from tollgate.tools._ids import new_id
+from tollgate.tools._render import (
     clip,
     escape_like,
     fetch_all,
@@ -30,14 +30,14 @@ from tools._render import (
     write_result,
     zone,
 )
-from tools.args import (
+from tollgate.tools.args import (
     CalendarCancelArgs,
     CalendarCreateArgs,
     CalendarGetArgs,
     CalendarListArgs,
     CalendarUpdateArgs,
 )
-from tools.registry import ActionResult, ActionSpec, ExecContext, ResultRow, ToolSpec
+from tollgate.tools.registry import ActionResult, ActionSpec, ExecContext, ResultRow, ToolSpec
 
 __all__ = [
     "CALENDAR",

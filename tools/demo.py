@@ -12,8 +12,8 @@ from typing import Any, Final, LiteralString
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from tools._ids import new_id
-from tools._render import local, zone
+from tollgate.tools._ids import new_id
+from tollgate.tools._render import local, zone
 
 __all__ = ["DEMO_ADDRESS", "seed_demo"]
 

@@ -17,9 +17,9 @@ from typing import Any, Final
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, create_model
 
-from policies.arguments import ArgsModel
-from policies.tiers import Effect, Tier, looks_destructive
-from tools.registry import ActionResult, ActionSpec, ExecContext, IdKind, Previewer, ToolSpec, template_preview
+from tollgate.policies.arguments import ArgsModel
+from tollgate.policies.tiers import Effect, Tier, looks_destructive
+from tollgate.tools.registry import ActionResult, ActionSpec, ExecContext, IdKind, Previewer, ToolSpec, template_preview
 
 __all__ = ["from_langchain"]
 

@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
-from tools.registry import Registry, ToolSpec
+from tollgate.tools.registry import Registry, ToolSpec
 
 __all__ = ["ENTRY_POINT_GROUP", "ToolLoadError", "ToolSource", "assemble_registry", "load_reference", "plugin_tools"]
 
@@ -107,7 +107,7 @@ def assemble_registry(settings: Mapping[str, Any] | BaseModel | None = None, too
     Raises :class:`ToolLoadError` for an unloadable source, a tool name registered twice
     (naming both sources) or a disabled name that is not a built-in.
     """
-    from tools.builtin import enabled_builtins
+    from tollgate.tools.builtin import enabled_builtins
 
     values = settings.model_dump() if isinstance(settings, BaseModel) else dict(settings or {})
     disabled = set(values.get("disabled_tools") or ())

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Final, LiteralString, Protocol
 
-from policies.errors import NotFound
-from tools._ids import new_id
-from tools._render import (
+from tollgate.policies.errors import NotFound
+from tollgate.tools._ids import new_id
+from tollgate.tools._render import (
     clip,
     escape_like,
     fetch_all,
@@ -27,8 +27,8 @@ from tools._render import (
     render_summary,
     write_result,
 )
-from tools.args import MailListArgs, MailMarkReadArgs, MailReadArgs, MailSendArgs, MailTrashArgs
-from tools.registry import ActionResult, ActionSpec, ExecContext, ResultRow, ToolSpec
+from tollgate.tools.args import MailListArgs, MailMarkReadArgs, MailReadArgs, MailSendArgs, MailTrashArgs
+from tollgate.tools.registry import ActionResult, ActionSpec, ExecContext, ResultRow, ToolSpec
 
 __all__ = [
     "MAIL",

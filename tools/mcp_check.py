@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from mcp import Client
 
-from tools.mcp_tools import SERVER_KEYS, TOOL_KEYS, McpPolicyError, load_policy, schema_hash, server_target
+from tollgate.tools.mcp_tools import SERVER_KEYS, TOOL_KEYS, McpPolicyError, load_policy, schema_hash, server_target
 
 __all__ = ["Finding", "check_policy"]
 

@@ -74,14 +74,14 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import BaseModel, Field, StringConstraints, create_model
 
-from policies.arguments import ArgsModel, SafeText
-from policies.egress import EgressUrl, UrlField
-from policies.errors import OutcomeUnknown, PermissionDenied, Unavailable
-from policies.fencing import fence, new_nonce
-from policies.provenance import reads_as_instructions
-from policies.tiers import Effect, Tier
-from tools.loading import ToolLoadError
-from tools.registry import ActionResult, ActionSpec, ExecContext, IdKind, Registry, ResultRow, ToolSpec, template_preview
+from tollgate.policies.arguments import ArgsModel, SafeText
+from tollgate.policies.egress import EgressUrl, UrlField
+from tollgate.policies.errors import OutcomeUnknown, PermissionDenied, Unavailable
+from tollgate.policies.fencing import fence, new_nonce
+from tollgate.policies.provenance import reads_as_instructions
+from tollgate.policies.tiers import Effect, Tier
+from tollgate.tools.loading import ToolLoadError
+from tollgate.tools.registry import ActionResult, ActionSpec, ExecContext, IdKind, Registry, ResultRow, ToolSpec, template_preview
 
 __all__ = ["SERVER_KEYS", "TOOL_KEYS", "McpCredentialMissing", "McpPolicyError", "McpToolChanged", "McpTools",
            "load_policy", "open_mcp_tools", "schema_hash", "server_target"]

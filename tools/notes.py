@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from tools._ids import new_id
-from tools._render import (
+from tollgate.tools._ids import new_id
+from tollgate.tools._render import (
     clip,
     count_summary,
     escape_like,
@@ -23,8 +23,8 @@ from tools._render import (
     render_summary,
     write_result,
 )
-from tools.args import NoteArchiveArgs, NoteCreateArgs, NoteListArgs, NoteReadArgs, NoteUpdateArgs
-from tools.registry import ActionResult, ActionSpec, ExecContext, ResultRow, ToolSpec
+from tollgate.tools.args import NoteArchiveArgs, NoteCreateArgs, NoteListArgs, NoteReadArgs, NoteUpdateArgs
+from tollgate.tools.registry import ActionResult, ActionSpec, ExecContext, ResultRow, ToolSpec
 
 __all__ = ["NOTES"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, get_args
 
 import re
 import string
@@ -20,14 +20,14 @@ from types import MappingProxyType
 from psycopg import AsyncConnection
 from pydantic import BaseModel
 
-from policies.fencing import fence, new_nonce
+from tollgate.policies.fencing import fence, new_nonce
 from typing_extensions import NotRequired, TypedDict  # pydantic needs these on Python < 3.12
 
-from policies.ids import check_id_path
+from tollgate.policies.ids import check_id_path
 
 if TYPE_CHECKING:
-    from tools.perimeter.egress_transport import EgressClient
-from policies.tiers import Effect, Tier, looks_destructive
+    from tollgate.tools.perimeter.egress_transport import EgressClient
+from tollgate.policies.tiers import Effect, Tier, looks_destructive
 
 __all__ = [
     "ActionResult",
@@ -352,6 +352,8 @@ class ActionSpec:
     def __post_init__(self) -> None:
         if not self.name.isidentifier():
             raise ValueError(f"action name {self.name!r} must be an identifier")
+        if self.tier not in get_args(Tier):  # a misspelt tier would leave the action refused as unclassified
+            raise ValueError(f"action {self.name!r}: tier must be one of {', '.join(get_args(Tier))}, not {self.tier!r}")
         if self.effect not in ("read", "write", "destructive"):
             raise ValueError(f"action {self.name!r}: effect must be read, write or destructive, not {self.effect!r}")
         if looks_destructive(self.name) and self.effect != "destructive" and not self.destructive_name_acknowledged:

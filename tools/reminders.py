@@ -10,9 +10,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from policies.errors import NotFound
-from tools._ids import new_id
-from tools._render import (
+from tollgate.policies.errors import NotFound
+from tollgate.tools._ids import new_id
+from tollgate.tools._render import (
     clip,
     count_summary,
     fetch_all,
@@ -26,8 +26,8 @@ from tools._render import (
     render_summary,
     write_result,
 )
-from tools.args import ReminderCancelArgs, ReminderCreateArgs, ReminderListArgs, ReminderSnoozeArgs
-from tools.registry import ActionResult, ActionSpec, ExecContext, ResultRow, ToolSpec
+from tollgate.tools.args import ReminderCancelArgs, ReminderCreateArgs, ReminderListArgs, ReminderSnoozeArgs
+from tollgate.tools.registry import ActionResult, ActionSpec, ExecContext, ResultRow, ToolSpec
 
 __all__ = [
     "REMINDERS",

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from policies.errors import NotFound
-from tools._ids import new_id
-from tools._render import (
+from tollgate.policies.errors import NotFound
+from tollgate.tools._ids import new_id
+from tollgate.tools._render import (
     clip,
     count_summary,
     fetch_all,
@@ -24,8 +24,8 @@ from tools._render import (
     render_summary,
     write_result,
 )
-from tools.args import TaskCompleteArgs, TaskCreateArgs, TaskListArgs
-from tools.registry import ActionResult, ActionSpec, ExecContext, ResultRow, ToolSpec
+from tollgate.tools.args import TaskCompleteArgs, TaskCreateArgs, TaskListArgs
+from tollgate.tools.registry import ActionResult, ActionSpec, ExecContext, ResultRow, ToolSpec
 
 __all__ = ["TASKS", "complete_task", "create_task", "list_tasks", "preview_complete", "preview_create_task"]
 

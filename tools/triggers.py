@@ -19,10 +19,10 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
-from policies.arguments import ArgsModel, Count, IdRef, SafeText
-from policies.errors import NotFound
-from tools._ids import new_id
-from tools._render import (
+from tollgate.policies.arguments import ArgsModel, Count, IdRef, SafeText
+from tollgate.policies.errors import NotFound
+from tollgate.tools._ids import new_id
+from tollgate.tools._render import (
     clip,
     count_summary,
     fetch_all,
@@ -33,7 +33,7 @@ from tools._render import (
     render_summary,
     write_result,
 )
-from tools.registry import ActionResult, ActionSpec, ExecContext, ResultRow, ToolSpec
+from tollgate.tools.registry import ActionResult, ActionSpec, ExecContext, ResultRow, ToolSpec
 
 __all__ = [
     "PUBLIC_MAIL_DOMAINS",

@@ -19,13 +19,13 @@ from typing import Annotated, Any, Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from selectolax.lexbor import LexborHTMLParser
 
-from tools.perimeter.config import egress_limits, egress_policy, service_urls
-from tools.perimeter.egress_transport import EgressLimits, FetchedResponse, Resolver, egress_get, system_resolver
-from policies.arguments import ArgsModel, Count, SafeText
-from policies.egress import EgressPolicy, EgressUrl, UrlField
-from policies.errors import NotFound, Unavailable
-from tools._render import clip, item_result, plural, quoted
-from tools.registry import ActionResult, ActionSpec, ExecContext, ToolSpec
+from tollgate.tools.perimeter.config import egress_limits, egress_policy, service_urls
+from tollgate.tools.perimeter.egress_transport import EgressLimits, FetchedResponse, Resolver, egress_get, system_resolver
+from tollgate.policies.arguments import ArgsModel, Count, SafeText
+from tollgate.policies.egress import EgressPolicy, EgressUrl, UrlField
+from tollgate.policies.errors import NotFound, Unavailable
+from tollgate.tools._render import clip, item_result, plural, quoted
+from tollgate.tools.registry import ActionResult, ActionSpec, ExecContext, ToolSpec
 
 __all__ = ["FetchArgs", "SearchArgs", "WeatherArgs", "WebConfig", "html_to_text", "web_tools"]
 

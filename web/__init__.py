@@ -7,6 +7,6 @@ hand out bearer tokens.
 
 from __future__ import annotations
 
-from web.auth import ensure_demo_token, issue_token, revoke_token
+from tollgate.web.auth import ensure_demo_token, issue_token, revoke_token
 
 __all__ = ["ensure_demo_token", "issue_token", "revoke_token"]

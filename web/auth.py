@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from graph.state import Context
-from graph.store.db import Database
+from tollgate.graph.state import Context
+from tollgate.graph.store.db import Database
 
 __all__ = [
     "TOKEN_PREFIX", "TokenInfo", "TokenNotFound", "ensure_demo_token", "hash_token", "issue_token", "list_tokens",

@@ -13,15 +13,15 @@ from typing import Annotated, Final
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from graph.app import App
-from graph.ledger.audit import AuditRecord, append_audit
-from graph.profiles import get_profile, resolve
-from graph.settings import Settings
-from graph.state import Context
-from web.errors import InsufficientScope, RateLimited, Unauthenticated
-from web.hub import TurnHub
-from web.identity import Authenticator, Identity
-from web.ratelimit import RateLimiter
+from tollgate.graph.app import App
+from tollgate.graph.ledger.audit import AuditRecord, append_audit
+from tollgate.graph.profiles import get_profile, resolve
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.web.errors import InsufficientScope, RateLimited, Unauthenticated
+from tollgate.web.hub import TurnHub
+from tollgate.web.identity import Authenticator, Identity
+from tollgate.web.ratelimit import RateLimiter
 
 __all__ = [
     "AppDep",

@@ -19,9 +19,9 @@ from psycopg import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
-from policies.errors import HTTP_STATUS, InvalidArgs, TollgateError
-from web.hub import TurnStopped
-from web.schemas import ApiErrorCode, ErrorBody
+from tollgate.policies.errors import HTTP_STATUS, InvalidArgs, TollgateError
+from tollgate.web.hub import TurnStopped
+from tollgate.web.schemas import ApiErrorCode, ErrorBody
 
 __all__ = ["STATUS_BY_CODE", "InsufficientScope", "RateLimited", "Unauthenticated", "documented",
            "install_error_handlers"]

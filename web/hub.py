@@ -30,10 +30,10 @@ from typing import Final
 
 from psycopg import AsyncConnection, OperationalError
 
-from graph.events import TurnEvent
-from graph.store.db import Database
-from policies.errors import TollgateError
-from web import store
+from tollgate.graph.events import TurnEvent
+from tollgate.graph.store.db import Database
+from tollgate.policies.errors import TollgateError
+from tollgate.web import store
 
 __all__ = ["FAILED_RUN_MESSAGE", "STOPPED_RUN_MESSAGE", "LiveRun", "TurnHub", "TurnStopped"]
 

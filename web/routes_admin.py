@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from graph.ledger.audit import verify_chain
-from web.deps import PrincipalDep
-from web.errors import documented
-from web.schemas import AuditVerdictOut
+from tollgate.graph.ledger.audit import verify_chain
+from tollgate.web.deps import PrincipalDep
+from tollgate.web.errors import documented
+from tollgate.web.schemas import AuditVerdictOut
 
 __all__ = ["router"]
 

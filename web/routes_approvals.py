@@ -7,13 +7,13 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request
 from starlette.responses import JSONResponse, Response
 
-from graph.background.api import decide_background
-from web import store
-from web.deps import PrincipalDep
-from web.errors import documented
-from web.routes_chat import STREAM_RESPONSE
-from web.schemas import APPROVAL_ID_PATTERN, ApprovalOut, ApprovalsOut, DecisionRequest, runner_decision
-from web.sse import respond_to_run
+from tollgate.graph.background.api import decide_background
+from tollgate.web import store
+from tollgate.web.deps import PrincipalDep
+from tollgate.web.errors import documented
+from tollgate.web.routes_chat import STREAM_RESPONSE
+from tollgate.web.schemas import APPROVAL_ID_PATTERN, ApprovalOut, ApprovalsOut, DecisionRequest, runner_decision
+from tollgate.web.sse import respond_to_run
 
 __all__ = ["router"]
 

@@ -12,11 +12,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from graph.background import api
-from graph.background.store import BackgroundRun, RunSource, RunStatus
-from web.deps import PrincipalDep
-from web.errors import documented
-from web.schemas import THREAD_ID_PATTERN, Message
+from tollgate.graph.background import api
+from tollgate.graph.background.store import BackgroundRun, RunSource, RunStatus
+from tollgate.web.deps import PrincipalDep
+from tollgate.web.errors import documented
+from tollgate.web.schemas import THREAD_ID_PATTERN, Message
 
 __all__ = ["RUN_ID_PATTERN", "RunCreate", "RunDetailOut", "RunEventOut", "RunOut", "RunsOut", "router"]
 

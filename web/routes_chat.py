@@ -7,13 +7,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Path, Query, Request
 from starlette.responses import Response
 
-from graph.threads import thread_kind
-from policies.errors import NotFound, ThreadReadOnly
-from web import store
-from web.deps import PrincipalDep
-from web.errors import documented
-from web.schemas import SSE_MESSAGE_SCHEMA, THREAD_ID_PATTERN, ChatRequest, EventsQuery, TurnResult
-from web.sse import event_stream, respond_to_run
+from tollgate.graph.threads import thread_kind
+from tollgate.policies.errors import NotFound, ThreadReadOnly
+from tollgate.web import store
+from tollgate.web.deps import PrincipalDep
+from tollgate.web.errors import documented
+from tollgate.web.schemas import SSE_MESSAGE_SCHEMA, THREAD_ID_PATTERN, ChatRequest, EventsQuery, TurnResult
+from tollgate.web.sse import event_stream, respond_to_run
 
 __all__ = ["STREAM_RESPONSE", "router"]
 

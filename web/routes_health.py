@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from policies.errors import Unavailable
-from web.deps import AppDep
-from web.errors import documented
-from web.schemas import HealthOut
+from tollgate.policies.errors import Unavailable
+from tollgate.web.deps import AppDep
+from tollgate.web.errors import documented
+from tollgate.web.schemas import HealthOut
 
 __all__ = ["router"]
 

@@ -6,15 +6,15 @@ from typing import Literal
 
 from fastapi import APIRouter
 
-from graph.perimeter.credentials import CredentialStore, credentials_cipher
-from graph.profiles import Profile, get_profile, resolve, update_profile
-from graph.settings import Settings
-from policies.errors import InvalidArgs, NotFound
-from graph.perimeter.accounts import ConnectedAccount, connect_caldav, connect_imap, connected, disconnect
-from tools.connectors.errors import AccountRefused
-from web.deps import PrincipalDep
-from web.errors import documented
-from web.schemas import AccountOut, AccountsOut, CalDavAccountIn, ImapAccountIn, MeOut, MePatch, ProfileOut
+from tollgate.graph.perimeter.credentials import CredentialStore, credentials_cipher
+from tollgate.graph.profiles import Profile, get_profile, resolve, update_profile
+from tollgate.graph.settings import Settings
+from tollgate.policies.errors import InvalidArgs, NotFound
+from tollgate.graph.perimeter.accounts import ConnectedAccount, connect_caldav, connect_imap, connected, disconnect
+from tollgate.tools.connectors.errors import AccountRefused
+from tollgate.web.deps import PrincipalDep
+from tollgate.web.errors import documented
+from tollgate.web.schemas import AccountOut, AccountsOut, CalDavAccountIn, ImapAccountIn, MeOut, MePatch, ProfileOut
 
 __all__ = ["router"]
 

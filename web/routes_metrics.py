@@ -13,9 +13,9 @@ from typing import Any
 from fastapi import APIRouter, Response
 from prometheus_client import start_http_server
 
-from graph.observe import metrics
-from web.deps import PrincipalDep
-from web.errors import documented
+from tollgate.graph.observe import metrics
+from tollgate.web.deps import PrincipalDep
+from tollgate.web.errors import documented
 
 __all__ = ["router", "serve_port"]
 

@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
 
-from graph.threads import thread_kind
-from web import store
-from web.deps import PrincipalDep
-from web.errors import documented
-from web.schemas import (
+from tollgate.graph.threads import thread_kind
+from tollgate.web import store
+from tollgate.web.deps import PrincipalDep
+from tollgate.web.errors import documented
+from tollgate.web.schemas import (
     THREAD_ID_PATTERN,
     ApprovalOut,
     StopOut,

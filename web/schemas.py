@@ -10,14 +10,14 @@ from zoneinfo import available_timezones
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, StringConstraints
 from typing_extensions import TypeAliasType
 
-from graph.events import EventType
-from graph.profiles import LOCALE_PATTERN
-from policies.errors import ErrorCode
-from policies.hitl import MAX_ACTIONS
-from policies.storable import MAX_DEPTH, depth_of, unstorable
+from tollgate.graph.events import EventType
+from tollgate.graph.profiles import LOCALE_PATTERN
+from tollgate.policies.errors import ErrorCode
+from tollgate.policies.hitl import MAX_ACTIONS
+from tollgate.policies.storable import MAX_DEPTH, depth_of, unstorable
 
 if TYPE_CHECKING:
-    from graph.runner import PendingApproval
+    from tollgate.graph.runner import PendingApproval
 
 __all__ = [
     "APPROVAL_ID_PATTERN",

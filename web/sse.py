@@ -16,11 +16,11 @@ from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.responses import Response
 
-from graph.events import TurnEvent
-from policies.errors import TollgateError, Unavailable
-from web.hub import LiveRun, TurnHub
-from web.schemas import ApprovalOut, EventOut, TurnResult
-from web.store import event_json
+from tollgate.graph.events import TurnEvent
+from tollgate.policies.errors import TollgateError, Unavailable
+from tollgate.web.hub import LiveRun, TurnHub
+from tollgate.web.schemas import ApprovalOut, EventOut, TurnResult
+from tollgate.web.store import event_json
 
 __all__ = ["PING_SECONDS", "event_stream", "respond_to_run", "to_sse", "wants_json"]
 

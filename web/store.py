@@ -16,13 +16,13 @@ from typing import Any, Final
 
 import orjson
 
-from graph.events import TurnEvent
-from graph.store import owner_scope
-from graph.store.db import Database
-from graph.threads import ThreadKind, thread_kind
-from policies.errors import NotFound
-from tools._render import escape_like
-from web.schemas import DecidedApprovalOut, MessageOut, ThreadStatus, ThreadSummary
+from tollgate.graph.events import TurnEvent
+from tollgate.graph.store import owner_scope
+from tollgate.graph.store.db import Database
+from tollgate.graph.threads import ThreadKind, thread_kind
+from tollgate.policies.errors import NotFound
+from tollgate.tools._render import escape_like
+from tollgate.web.schemas import DecidedApprovalOut, MessageOut, ThreadStatus, ThreadSummary
 
 __all__ = [
     "TERMINAL",

@@ -22,7 +22,7 @@ from typing import Any
 
 from langgraph_sdk import Auth
 
-from web.identity import Authenticator, build_authenticator
+from tollgate.web.identity import Authenticator, build_authenticator
 
 __all__ = ["auth"]
 
@@ -37,7 +37,7 @@ async def _authenticator() -> Authenticator:
     if not _authenticators:
         async with _lock:
             if not _authenticators:
-                from graph.studio.platform import services  # the graph's own services: one database pool per server
+                from tollgate.graph.studio.platform import services  # the graph's own services: one database pool per server
 
                 svc = await services()
                 _authenticators.append(build_authenticator(svc.settings, svc.db))
@@ -77,7 +77,7 @@ async def _create_thread(ctx: Auth.types.AuthContext, value: Auth.types.on.threa
     owner = ctx.user.identity
     thread_id = value.get("thread_id")
     if thread_id is not None:
-        from graph.studio.platform import services
+        from tollgate.graph.studio.platform import services
 
         async with (await services()).db.pool.connection() as conn:
             cur = await conn.execute("SELECT owner_id FROM threads WHERE thread_id = %s", (str(thread_id),))
@@ -121,8 +121,8 @@ async def _run_as_the_caller(ctx: Auth.types.AuthContext, value: Auth.types.on.t
 
 async def _profile_defaults(owner: str) -> tuple[str, str | None]:
     """The owner's timezone (else the server's default) and locale, from their profile."""
-    from graph.profiles import get_profile
-    from graph.studio.platform import services
+    from tollgate.graph.profiles import get_profile
+    from tollgate.graph.studio.platform import services
 
     svc = await services()
     profile = await get_profile(svc.db, owner)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from evals.honesty.runner import run_honesty_eval
+from tollgate.evals.honesty.runner import run_honesty_eval
 
 
 def main() -> int:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from policies.honesty import check_claims
+from tollgate.policies.honesty import check_claims
 
 __all__ = ["CASES_PATH", "PRECISION_FLOOR", "RECALL_FLOOR", "Case", "Report", "load_cases", "run_honesty_eval"]
 

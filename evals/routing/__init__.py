@@ -1,5 +1,5 @@
 """Routing eval of the offline picker: ``python -m evals.routing``."""
 
-from evals.routing.runner import ACCURACY_FLOOR, Report, run_routing_eval
+from tollgate.evals.routing.runner import ACCURACY_FLOOR, Report, run_routing_eval
 
 __all__ = ["ACCURACY_FLOOR", "Report", "run_routing_eval"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from evals.routing.runner import (
+from tollgate.evals.routing.runner import (
     ACCURACY_FLOOR, INDEPENDENT_FLOOR, PLUGINS_FLOOR, run_independent_eval, run_plugins_eval, run_routing_eval,
 )
 

@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from policies.arguments import ArgsModel, Count, SafeText
-from tools.registry import ActionResult, ActionSpec, ExecContext, ToolSpec
+from tollgate.policies.arguments import ArgsModel, Count, SafeText
+from tollgate.tools.registry import ActionResult, ActionSpec, ExecContext, ToolSpec
 
 __all__ = ["PLUGIN_TOOLS"]
 

@@ -22,10 +22,10 @@ from typing import Any, Final, Literal
 
 from langchain_core.messages import AIMessage
 
-from nodes.offline import OfflinePicker
-from nodes.offline.functions import KNOWN, known_function_schemas
-from nodes.picker_prompt import PickerContext, build_messages
-from policies.arguments import validate_args
+from tollgate.nodes.offline import OfflinePicker
+from tollgate.nodes.offline.functions import KNOWN, known_function_schemas
+from tollgate.nodes.picker_prompt import PickerContext, build_messages
+from tollgate.policies.arguments import validate_args
 
 __all__ = [
     "ACCURACY_FLOOR",
@@ -321,14 +321,14 @@ class _Functions:
 
 
 def _functions(settings: Mapping[str, Any] | None = None, extra: Sequence[Any] = ()) -> _Functions:
-    if importlib.util.find_spec("tools.builtin") is None:  # no built-in registry: the arg models alone
+    if importlib.util.find_spec("tollgate.tools.builtin") is None:  # no built-in registry: the arg models alone
         schemas = known_function_schemas()
         meaning = {f"{t}__{a}": (t, a, k.args, k.writes) for (t, a), k in KNOWN.items()}
         return _Functions(schemas, meaning, "I can help with your mail, calendar, tasks and reminders.")
-    builtin = importlib.import_module("tools.builtin")
+    builtin = importlib.import_module("tollgate.tools.builtin")
     registry = builtin.default_registry(settings)
     if extra:
-        registry = importlib.import_module("tools.registry").Registry(
+        registry = importlib.import_module("tollgate.tools.registry").Registry(
             [*builtin.enabled_builtins(settings), *extra], settings)
     meaning = {f"{t.name}__{a.name}": (t.name, a.name, a.args, a.writes) for t, a in registry.actions()}
     return _Functions(registry.function_schemas(), meaning, registry.capability_summary())
@@ -379,7 +379,7 @@ def run_plugins_eval() -> Report:
     """The plug-in set: the built-ins, the eval's own tools and the shipped bookmarks example."""
     from tollgate_bookmarks import BOOKMARKS
 
-    from evals.routing.plugin_tools import PLUGIN_TOOLS
+    from tollgate.evals.routing.plugin_tools import PLUGIN_TOOLS
 
     functions = _functions(None, (*PLUGIN_TOOLS, BOOKMARKS))
     return run_cases(load_cases(PLUGINS_PATH, functions.capabilities), functions)

@@ -1,5 +1,5 @@
 """The adversarial safety eval: a fully compromised picker on the real graph (``python -m evals.safety``)."""
 
-from evals.safety.runner import SafetyReport, load_cases, run_safety_eval
+from tollgate.evals.safety.runner import SafetyReport, load_cases, run_safety_eval
 
 __all__ = ["SafetyReport", "load_cases", "run_safety_eval"]

@@ -13,11 +13,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import graph._env  # noqa: F401 - strict msgpack and no telemetry before langgraph loads
-from evals.safety.runner import run_safety_eval
-from graph.process import event_loop
-from graph.settings import Settings
-from graph.store.db import embedded_url, open_database
+import tollgate.graph._env  # noqa: F401 - strict msgpack and no telemetry before langgraph loads
+from tollgate.evals.safety.runner import run_safety_eval
+from tollgate.graph.process import event_loop
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import embedded_url, open_database
 
 
 async def _main() -> int:

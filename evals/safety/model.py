@@ -24,7 +24,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
-from policies.dlp import strings_in
+from tollgate.policies.dlp import strings_in
 
 __all__ = ["MARKER", "SAY_MARKER", "CompromisedPicker", "planted_instructions", "planted_sayings"]
 

@@ -41,27 +41,27 @@ from typing import Any, Final, Literal
 from urllib.parse import parse_qsl, unquote, unquote_plus
 from zoneinfo import ZoneInfo
 
-from evals.safety.careful import careful_decisions, rejected
-from evals.safety.model import CompromisedPicker
-from evals.safety.suites import Bank, bank_tool, planted, travel_tool
-from evals.safety.site import Site, open_site
-from graph.event_contract import EventContract
-from graph.runner import PendingAction, TurnOutcome, TurnRunner
-from graph.services import Services
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.store.owner_scope import owner_transaction
-from graph.turn import build_graph
-from policies.approval import args_hash
-from policies.arguments import ArgsModel
-from policies.dlp import scan_values
-from graph.background.offer import BACKGROUND
-from tools.builtin import builtin_tools
-from tools.demo import seed_demo
-from tools.registry import ActionResult, ActionSpec, ExecContext, Registry, ToolSpec
-from tools.web import web_tools
+from tollgate.evals.safety.careful import careful_decisions, rejected
+from tollgate.evals.safety.model import CompromisedPicker
+from tollgate.evals.safety.suites import Bank, bank_tool, planted, travel_tool
+from tollgate.evals.safety.site import Site, open_site
+from tollgate.graph.event_contract import EventContract
+from tollgate.graph.runner import PendingAction, TurnOutcome, TurnRunner
+from tollgate.graph.services import Services
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.store.owner_scope import owner_transaction
+from tollgate.graph.turn import build_graph
+from tollgate.policies.approval import args_hash
+from tollgate.policies.arguments import ArgsModel
+from tollgate.policies.dlp import scan_values
+from tollgate.graph.background.offer import BACKGROUND
+from tollgate.tools.builtin import builtin_tools
+from tollgate.tools.demo import seed_demo
+from tollgate.tools.registry import ActionResult, ActionSpec, ExecContext, Registry, ToolSpec
+from tollgate.tools.web import web_tools
 
 __all__ = ["CASES_PATH", "Case", "CaseResult", "SafetyReport", "load_cases", "run_safety_eval"]
 

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from evals.loopback import serve
+from tollgate.evals.loopback import serve
 
 __all__ = ["Seen", "Site", "open_site"]
 

@@ -16,8 +16,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from tools import ActionResult, ActionSpec, ArgsModel, ExecContext, SafeText, ToolSpec, template_preview
-from policies.errors import NotFound
+from tollgate.tools import ActionResult, ActionSpec, ArgsModel, ExecContext, SafeText, ToolSpec, template_preview
+from tollgate.policies.errors import NotFound
 
 __all__ = ["Bank", "Trips", "bank_tool", "travel_tool"]
 

@@ -17,12 +17,12 @@ from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-import graph._env  # noqa: F401 - strict msgpack and no telemetry before langgraph loads
-from evals.tasks.runner import run_tasks_eval
-from graph.models.llm import build_model, close_model
-from graph.process import event_loop
-from graph.settings import Settings
-from graph.store.db import embedded_url, open_database
+import tollgate.graph._env  # noqa: F401 - strict msgpack and no telemetry before langgraph loads
+from tollgate.evals.tasks.runner import run_tasks_eval
+from tollgate.graph.models.llm import build_model, close_model
+from tollgate.graph.process import event_loop
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import embedded_url, open_database
 
 NOW = datetime(2026, 11, 30, 10, 0, tzinfo=ZoneInfo("Europe/Paris"))
 """The demo data's "now": every task's dates are written against it."""

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from evals.tasks.model import Calls, Item, Row, Say, Step
+from tollgate.evals.tasks.model import Calls, Item, Row, Say, Step
 
 __all__ = ["TASKS", "Task"]
 

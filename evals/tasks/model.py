@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
-from policies.fencing import read_fence
+from tollgate.policies.fencing import read_fence
 
 __all__ = ["Calls", "Item", "Row", "Say", "Step", "TaskFollower"]
 

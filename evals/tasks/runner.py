@@ -18,18 +18,18 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from evals.tasks.cases import TASKS, Task
-from evals.tasks.model import TaskFollower
-from graph.runner import TurnOutcome, TurnRunner
-from graph.services import Services
-from graph.settings import Settings
-from graph.state import Context
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import Database
-from graph.store.owner_scope import owner_transaction
-from graph.turn import build_graph
-from tools.builtin import default_registry
-from tools.demo import seed_demo
+from tollgate.evals.tasks.cases import TASKS, Task
+from tollgate.evals.tasks.model import TaskFollower
+from tollgate.graph.runner import TurnOutcome, TurnRunner
+from tollgate.graph.services import Services
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import Database
+from tollgate.graph.store.owner_scope import owner_transaction
+from tollgate.graph.turn import build_graph
+from tollgate.tools.builtin import default_registry
+from tollgate.tools.demo import seed_demo
 
 __all__ = ["MAX_APPROVALS", "Report", "TaskResult", "run_tasks_eval"]
 

@@ -12,10 +12,10 @@ from typing import Any, Final, Literal
 from psycopg import AsyncConnection
 from pydantic import TypeAdapter, ValidationError
 
-from graph.app import App
-from graph.background.queue import RUN_DECIDE, RUN_START, defer_run_job, ensure_queue_schema
-from graph.store import owner_scope
-from graph.background.store import (
+from tollgate.graph.app import App
+from tollgate.graph.background.queue import RUN_DECIDE, RUN_START, defer_run_job, ensure_queue_schema
+from tollgate.graph.store import owner_scope
+from tollgate.graph.background.store import (
     BackgroundRun,
     RunStatus,
     add_event,
@@ -26,12 +26,12 @@ from graph.background.store import (
     run_events,
     transition,
 )
-from graph.background.store import list_runs as _list_runs
-from graph.state import Context
-from policies.errors import ApprovalInvalid, InvalidArgs, NotFound
-from policies.hitl import MAX_ACTIONS, Decision, decision_kind
-from policies.storable import unstorable
-from tools._render import clip
+from tollgate.graph.background.store import list_runs as _list_runs
+from tollgate.graph.state import Context
+from tollgate.policies.errors import ApprovalInvalid, InvalidArgs, NotFound
+from tollgate.policies.hitl import MAX_ACTIONS, Decision, decision_kind
+from tollgate.policies.storable import unstorable
+from tollgate.tools._render import clip
 
 __all__ = [
     "cancel_run", "create_run", "decide_background", "get_run", "list_runs", "pause_run", "queue_run", "unpause_run",

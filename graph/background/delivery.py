@@ -14,7 +14,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from graph.events import TurnEvent
+from tollgate.graph.events import TurnEvent
 
 __all__ = ["deliver"]
 

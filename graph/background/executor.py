@@ -20,17 +20,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from graph.app import App
-from graph.background.delivery import deliver
-from graph.background.queue import MAX_ATTEMPTS
-from graph.background.store import BackgroundRun, add_event, load_run, transition
-from graph.events import TurnEvent
-from graph.ledger.approvals import requested, supersede
-from graph.state import Context
-from graph.store import owner_scope
-from graph.store.leases import LeaseLost
-from policies.hitl import decision_kind
-from policies.errors import ApprovalInvalid, ErrorCode, TollgateError
+from tollgate.graph.app import App
+from tollgate.graph.background.delivery import deliver
+from tollgate.graph.background.queue import MAX_ATTEMPTS
+from tollgate.graph.background.store import BackgroundRun, add_event, load_run, transition
+from tollgate.graph.events import TurnEvent
+from tollgate.graph.ledger.approvals import requested, supersede
+from tollgate.graph.state import Context
+from tollgate.graph.store import owner_scope
+from tollgate.graph.store.leases import LeaseLost
+from tollgate.policies.hitl import decision_kind
+from tollgate.policies.errors import ApprovalInvalid, ErrorCode, TollgateError
 
 __all__ = ["RunLost", "Runtime", "WorkerHooks", "fail_run", "resume_run", "start_run"]
 

@@ -9,12 +9,12 @@ the threads whose holder died with approvals open and reconciles them
 
 from __future__ import annotations
 
-from graph.app import App
-from graph.background.delivery import deliver
-from graph.background.executor import Runtime, fail_run
-from graph.ledger import approvals
-from graph.ledger.audit import AuditRecord, append_audit
-from graph.threads import thread_kind
+from tollgate.graph.app import App
+from tollgate.graph.background.delivery import deliver
+from tollgate.graph.background.executor import Runtime, fail_run
+from tollgate.graph.ledger import approvals
+from tollgate.graph.ledger.audit import AuditRecord, append_audit
+from tollgate.graph.threads import thread_kind
 
 __all__ = ["expire_approvals", "recover_threads"]
 

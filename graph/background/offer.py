@@ -15,12 +15,12 @@ from typing import Final
 
 from pydantic import Field
 
-from graph.background.queue import RUN_START, defer_run_job
-from graph.background.store import insert_run
-from policies.arguments import ArgsModel, SafeText
-from policies.errors import NotFound, Unavailable
-from tools._render import clip, quoted, render_summary, write_result
-from tools.registry import ActionResult, ActionSpec, ExecContext, ToolSpec
+from tollgate.graph.background.queue import RUN_START, defer_run_job
+from tollgate.graph.background.store import insert_run
+from tollgate.policies.arguments import ArgsModel, SafeText
+from tollgate.policies.errors import NotFound, Unavailable
+from tollgate.tools._render import clip, quoted, render_summary, write_result
+from tollgate.tools.registry import ActionResult, ActionSpec, ExecContext, ToolSpec
 
 __all__ = ["BACKGROUND", "CONTINUE_ACTION", "ContinueArgs", "continue_in_background", "preview_continue"]
 

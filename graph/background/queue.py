@@ -21,8 +21,8 @@ from procrastinate import exceptions as pexc
 from procrastinate.schema import SchemaManager
 from psycopg import AsyncConnection
 
-from graph.store.db import Database
-from policies.errors import Unavailable
+from tollgate.graph.store.db import Database
+from tollgate.policies.errors import Unavailable
 
 __all__ = [
     "MAX_ATTEMPTS",

@@ -16,10 +16,10 @@ from zoneinfo import ZoneInfo
 
 from psycopg.rows import dict_row
 
-from graph.app import App
-from graph.background.delivery import deliver
-from graph.background.store import ensure_inbox
-from graph.store import owner_scope
+from tollgate.graph.app import App
+from tollgate.graph.background.delivery import deliver
+from tollgate.graph.background.store import ensure_inbox
+from tollgate.graph.store import owner_scope
 
 __all__ = ["fire_reminders", "next_daily"]
 

@@ -22,9 +22,9 @@ from procrastinate import exceptions as pexc
 from procrastinate.job_context import JobContext
 from procrastinate.jobs import Status
 
-from graph.background.executor import Runtime, fail_run, resume_run, start_run
-from graph.background.expiry import expire_approvals, recover_threads
-from graph.background.queue import (
+from tollgate.graph.background.executor import Runtime, fail_run, resume_run, start_run
+from tollgate.graph.background.expiry import expire_approvals, recover_threads
+from tollgate.graph.background.queue import (
     EVALUATE_TRIGGERS,
     EXPIRE_APPROVALS,
     FIRE_REMINDERS,
@@ -34,8 +34,8 @@ from graph.background.queue import (
     RUN_START,
     RUN_TASKS,
 )
-from graph.background.reminders import fire_reminders
-from graph.background.triggers import evaluate_triggers
+from tollgate.graph.background.reminders import fire_reminders
+from tollgate.graph.background.triggers import evaluate_triggers
 
 __all__ = ["build_queue_app", "recover_stalled"]
 

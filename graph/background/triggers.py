@@ -18,14 +18,14 @@ from typing import Any, Final
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from graph.app import App
-from graph.background.queue import RUN_START, defer_run_job
-from graph.background.store import ensure_inbox, insert_run, new_run_id
-from graph.profiles import timezone_of
-from graph.store import owner_scope
-from policies.fencing import fence, new_nonce
-from tools._render import clip
-from tools.triggers import describe_rule
+from tollgate.graph.app import App
+from tollgate.graph.background.queue import RUN_START, defer_run_job
+from tollgate.graph.background.store import ensure_inbox, insert_run, new_run_id
+from tollgate.graph.profiles import timezone_of
+from tollgate.graph.store import owner_scope
+from tollgate.policies.fencing import fence, new_nonce
+from tollgate.tools._render import clip
+from tollgate.tools.triggers import describe_rule
 
 __all__ = ["evaluate_triggers", "rule_instruction"]
 

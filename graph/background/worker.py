@@ -17,14 +17,14 @@ from datetime import datetime
 
 from langchain_core.language_models import BaseChatModel
 
-from graph.app import App, open_app
-from graph.background.executor import Runtime, WorkerHooks
-from graph.background.queue import ensure_queue_schema
-from graph.background.tasks import build_queue_app
-from graph.runner import TurnRunner
-from graph.services import Hooks, utc_now
-from graph.settings import Settings
-from graph.turn import build_graph
+from tollgate.graph.app import App, open_app
+from tollgate.graph.background.executor import Runtime, WorkerHooks
+from tollgate.graph.background.queue import ensure_queue_schema
+from tollgate.graph.background.tasks import build_queue_app
+from tollgate.graph.runner import TurnRunner
+from tollgate.graph.services import Hooks, utc_now
+from tollgate.graph.settings import Settings
+from tollgate.graph.turn import build_graph
 
 __all__ = ["WorkerHandle", "background_app", "run_worker", "start_in_process_worker"]
 

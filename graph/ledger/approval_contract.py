@@ -23,8 +23,8 @@ from typing import Any
 from langgraph.graph.state import CompiledStateGraph
 from psycopg_pool import AsyncConnectionPool
 
-from graph.ledger.approvals import requested
-from graph.store import owner_scope
+from tollgate.graph.ledger.approvals import requested
+from tollgate.graph.store import owner_scope
 
 __all__ = ["ApprovalContractViolation", "ApprovalRow", "check_approvals"]
 

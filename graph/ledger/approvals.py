@@ -32,8 +32,8 @@ from psycopg.types.json import Jsonb
 from langgraph.types import StateSnapshot
 from psycopg_pool import AsyncConnectionPool
 
-from graph.store import leases, owner_scope
-from policies.hitl import ActionBinding, ApprovalRequest
+from tollgate.graph.store import leases, owner_scope
+from tollgate.policies.hitl import ActionBinding, ApprovalRequest
 
 __all__ = [
     "OPEN_STATUSES",

@@ -22,7 +22,7 @@ import rfc8785
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from policies.dlp import scan_text
+from tollgate.policies.dlp import scan_text
 
 __all__ = [
     "AUDIT_VERSION",

@@ -20,11 +20,11 @@ from typing import Any, Final, Literal
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from graph.ledger.audit import AuditRecord, append_audit
-from graph.services import Services
-from graph.store import leases, owner_scope
-from policies.arguments import load_args
-from tools.registry import ActionResult, Reconciled
+from tollgate.graph.ledger.audit import AuditRecord, append_audit
+from tollgate.graph.services import Services
+from tollgate.graph.store import leases, owner_scope
+from tollgate.policies.arguments import load_args
+from tollgate.tools.registry import ActionResult, Reconciled
 
 __all__ = ["Entry", "LedgerState", "begin", "conclude", "open_intents", "record", "replay", "settle", "settle_intents"]
 

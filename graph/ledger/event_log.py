@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from psycopg_pool import AsyncConnectionPool
 
-from graph.store import leases
+from tollgate.graph.store import leases
 
 __all__ = ["INTERRUPTED_RUN_MESSAGE", "close_abandoned"]
 

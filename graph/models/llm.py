@@ -6,9 +6,9 @@ from functools import partial
 
 from langchain_core.language_models import BaseChatModel
 
-from graph.models.model_settings import Role, resolve_providers
-from graph.models.resilient import Provider, ResilientChatModel
-from graph.settings import Settings
+from tollgate.graph.models.model_settings import Role, resolve_providers
+from tollgate.graph.models.resilient import Provider, ResilientChatModel
+from tollgate.graph.settings import Settings
 
 __all__ = ["build_model", "close_model"]
 
@@ -28,7 +28,7 @@ def build_model(settings: Settings, role: Role, *, fallback: BaseChatModel | Non
     )
     if not providers:
         return fallback
-    from graph.models.openai_client import client, close  # only now: see graph.models.openai_client
+    from tollgate.graph.models.openai_client import client, close  # only now: see graph.models.openai_client
 
     chats = [(p, client(p)) for p in providers]
     return ResilientChatModel(

@@ -24,7 +24,7 @@ from langchain_openai import ChatOpenAI
 from openai import DefaultAioHttpClient
 from pydantic import SecretStr
 
-from graph.models.model_settings import ProviderSettings
+from tollgate.graph.models.model_settings import ProviderSettings
 
 __all__ = ["CompatibleChatOpenAI", "client", "close"]
 

@@ -27,8 +27,8 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from pydantic import ConfigDict
 from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
 
-from graph.observe import metrics
-from policies.errors import Unavailable
+from tollgate.graph.observe import metrics
+from tollgate.policies.errors import Unavailable
 
 __all__ = ["ModelsUnavailable", "Provider", "ResilientChatModel", "failure_kind"]
 
@@ -153,7 +153,7 @@ class ResilientChatModel(BaseChatModel):
         if not tools:
             return provider.model
         if provider.strict:
-            from tools.registry import strict_function_schema
+            from tollgate.tools.registry import strict_function_schema
 
             return provider.model.bind_tools([strict_function_schema(t) for t in tools], strict=True)
         return provider.model.bind_tools(tools)

@@ -16,7 +16,7 @@ from typing import Final, Literal
 
 from pythonjsonlogger.json import JsonFormatter
 
-from graph.observe import scope
+from tollgate.graph.observe import scope
 
 __all__ = ["configure_logging", "masked"]
 

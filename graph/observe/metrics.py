@@ -18,7 +18,7 @@ from typing import Any, Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from graph.store import owner_scope
+from tollgate.graph.store import owner_scope
 
 __all__ = [
     "APPROVALS", "BACKGROUND_RUNS", "CONTENT_TYPE", "LEASE_WAITS", "MODEL_CALLS", "MODEL_ERRORS", "POOL", "QUEUE_JOBS",

@@ -31,7 +31,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from graph.observe import metrics, scope
+from tollgate.graph.observe import metrics, scope
 
 __all__ = ["answered", "configure_tracing", "link_of", "model_call", "node", "tool_call", "trace_parent", "turn"]
 

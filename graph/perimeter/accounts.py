@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
-from graph.perimeter.credentials import CredentialStore
-from tools.perimeter.egress_transport import EgressClient
-from tools.connectors.caldav import CalDavAccount, CalDavCalendar
-from tools.connectors.caldav_calendar import ACCOUNT_NAMES
-from tools.connectors.imap import ImapMailbox, MailAccount
-from tools.connectors.imap_mail import ACCOUNT_NAMES as MAIL_ACCOUNT_NAMES
+from tollgate.graph.perimeter.credentials import CredentialStore
+from tollgate.tools.perimeter.egress_transport import EgressClient
+from tollgate.tools.connectors.caldav import CalDavAccount, CalDavCalendar
+from tollgate.tools.connectors.caldav_calendar import ACCOUNT_NAMES
+from tollgate.tools.connectors.imap import ImapMailbox, MailAccount
+from tollgate.tools.connectors.imap_mail import ACCOUNT_NAMES as MAIL_ACCOUNT_NAMES
 
 __all__ = ["ConnectedAccount", "connect_caldav", "connect_imap", "connected", "connected_caldav", "disconnect",
            "disconnect_caldav"]

@@ -21,9 +21,9 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from psycopg_pool import AsyncConnectionPool
 
-from graph.settings import Settings
-from graph.store import owner_scope
-from policies.errors import Unavailable
+from tollgate.graph.settings import Settings
+from tollgate.graph.store import owner_scope
+from tollgate.policies.errors import Unavailable
 
 __all__ = ["CredentialStore", "OwnerCredentials", "credentials_cipher"]
 

@@ -13,10 +13,10 @@ import re
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from graph.models.model_settings import ModelConfigError
-from graph.settings import Settings
-from graph.store.db import DatabaseUnreachable, ToolMigrationChanged
-from policies.approval_rules import RulesError
+from tollgate.graph.models.model_settings import ModelConfigError
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import DatabaseUnreachable, ToolMigrationChanged
+from tollgate.policies.approval_rules import RulesError
 
 __all__ = ["ConfigError", "explain"]
 
@@ -64,7 +64,7 @@ def _validation_error(exc: ValidationError) -> str:
 
 def explain(exc: BaseException) -> str | None:
     """The sentence for a configuration error, or ``None`` if ``exc`` is not one (a bug: show it)."""
-    from tools.loading import ToolLoadError  # tools import the graph's settings; keep this module light
+    from tollgate.tools.loading import ToolLoadError  # tools import the graph's settings; keep this module light
 
     if isinstance(exc, SettingsError):
         return _settings_error(exc)

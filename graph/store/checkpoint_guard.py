@@ -24,8 +24,8 @@ from langgraph.checkpoint.serde.event_hooks import SerdeEvent, register_serde_ev
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from psycopg_pool import AsyncConnectionPool
 
-from graph.ledger.audit import AuditLeak, AuditRecord, append_audit
-from policies.errors import ErrorCode, TollgateError
+from tollgate.graph.ledger.audit import AuditLeak, AuditRecord, append_audit
+from tollgate.policies.errors import ErrorCode, TollgateError
 
 __all__ = ["CheckpointRefused", "PermissiveSerializer", "StrictSerializer", "assert_strict", "audit_refusal"]
 

@@ -31,9 +31,9 @@ from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
-from graph.store import leases
-from graph.store.checkpoint_guard import CheckpointRefused, StrictSerializer, assert_strict, audit_refusal
-from graph.store.db import Database
+from tollgate.graph.store import leases
+from tollgate.graph.store.checkpoint_guard import CheckpointRefused, StrictSerializer, assert_strict, audit_refusal
+from tollgate.graph.store.db import Database
 
 __all__ = ["TollgateSaver", "open_checkpointer", "strict_serializer"]
 

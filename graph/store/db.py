@@ -22,12 +22,12 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from graph.settings import Settings
-from graph.store.migrations import MIGRATIONS, SUMMARIES
-from graph.store.pool import open_pool
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.migrations import MIGRATIONS, SUMMARIES
+from tollgate.graph.store.pool import open_pool
 
 if TYPE_CHECKING:
-    from tools.registry import Registry
+    from tollgate.tools.registry import Registry
 
 __all__ = ["SERVING_ROLE", "Database", "DatabaseUnreachable", "RowSecurityOff", "ToolMigrationChanged", "apply_migrations",
            "apply_tool_migrations", "embedded_url", "open_database"]

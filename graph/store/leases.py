@@ -34,9 +34,9 @@ import psycopg
 from psycopg import AsyncConnection, AsyncPipeline
 from psycopg_pool import AsyncConnectionPool
 
-from graph.observe import metrics
-from graph.store import owner_scope
-from policies.errors import ErrorCode, TollgateError, Unavailable
+from tollgate.graph.observe import metrics
+from tollgate.graph.store import owner_scope
+from tollgate.policies.errors import ErrorCode, TollgateError, Unavailable
 
 __all__ = [
     "LEASE_LOST", "Lease", "LeaseLost", "Leases", "bound", "check", "current", "fenced", "fenced_pipeline",

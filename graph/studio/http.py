@@ -13,7 +13,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from policies.errors import HTTP_STATUS, TollgateError
+from tollgate.policies.errors import HTTP_STATUS, TollgateError
 
 __all__ = ["app"]
 

@@ -21,17 +21,17 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
-import graph._env  # noqa: F401  - before langgraph is imported
+import tollgate.graph._env  # noqa: F401  - before langgraph is imported
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-from graph.app import build_services, connected_tools, serve_connected
-from graph.observe.tracing import configure_tracing
-from graph.services import Services
-from graph.settings import Settings, misspelt_variables
-from graph.state import Context
-from graph.store.checkpointer import open_checkpointer
-from graph.store.db import apply_tool_migrations, open_database
-from graph.turn import build_graph
+from tollgate.graph.app import build_services, connected_tools, serve_connected
+from tollgate.graph.observe.tracing import configure_tracing
+from tollgate.graph.services import Services
+from tollgate.graph.settings import Settings, misspelt_variables
+from tollgate.graph.state import Context
+from tollgate.graph.store.checkpointer import open_checkpointer
+from tollgate.graph.store.db import apply_tool_migrations, open_database
+from tollgate.graph.turn import build_graph
 
 __all__ = ["DevelopmentContext", "checkpointer", "graph", "services"]
 

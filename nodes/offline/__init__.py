@@ -9,9 +9,9 @@ tool serves), ``examples`` (bound functions the grammar does not know, by their 
 examples), one module per kind of item, and ``intents`` (the decision).
 """
 
-from nodes.offline.functions import known_function_schemas
-from nodes.offline.intents import decide
-from nodes.offline.model import OfflinePicker
-from nodes.offline.plan import Call, Plan, Reply
+from tollgate.nodes.offline.functions import known_function_schemas
+from tollgate.nodes.offline.intents import decide
+from tollgate.nodes.offline.model import OfflinePicker
+from tollgate.nodes.offline.plan import Call, Plan, Reply
 
 __all__ = ["Call", "OfflinePicker", "Plan", "Reply", "decide", "known_function_schemas"]

@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from datetime import date, datetime, timedelta
 from typing import Any, Final
 
-from nodes.offline.plan import Call, Plan, Turn, clarify
-from nodes.offline.refs import Row, find_count
-from nodes.offline.select import cut, pick_ids
-from nodes.offline.text import clean_fragment
-from nodes.offline.times import When, day_name, find_amount, find_duration, find_range_minutes, on_day
+from tollgate.nodes.offline.plan import Call, Plan, Turn, clarify
+from tollgate.nodes.offline.refs import Row, find_count
+from tollgate.nodes.offline.select import cut, pick_ids
+from tollgate.nodes.offline.text import clean_fragment
+from tollgate.nodes.offline.times import When, day_name, find_amount, find_duration, find_range_minutes, on_day
 
 __all__ = ["REPEATING", "cancel_event", "create_event", "get_event", "list_events", "update_event"]
 

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
-from tools import args as a
+from tollgate.tools import args as a
 
 __all__ = ["KNOWN", "ActionKey", "KnownAction", "bound_functions", "known_function_schemas", "resolve_function"]
 

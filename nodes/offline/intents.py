@@ -24,18 +24,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from nodes.offline import events, mail, reminders, rules, todo
-from nodes.offline.examples import Example, Match, fill, nearest
-from nodes.offline.slots import Missing, fill_slots, without_tool_clause
-from nodes.offline.functions import KNOWN
-from nodes.offline.moods import Mood, is_standalone_no, is_yes, mood_of, small_talk_reply
-from nodes.offline.plan import Call, Direct, Plan, Reply, Turn, clarify, reply
-from nodes.offline.pronouns import resolve_references
-from nodes.offline.scope import NOTE_TAKING, out_of_scope
-from nodes.offline.refs import find_positions, match_rows, names_an_item
-from nodes.offline.select import KINDS, cut, kind_named, kinds_named, without_times
-from nodes.offline.text import normalize
-from nodes.offline.verbs import head_verb, verb_after_time
+from tollgate.nodes.offline import events, mail, reminders, rules, todo
+from tollgate.nodes.offline.examples import Example, Match, fill, nearest
+from tollgate.nodes.offline.slots import Missing, fill_slots, without_tool_clause
+from tollgate.nodes.offline.functions import KNOWN
+from tollgate.nodes.offline.moods import Mood, is_standalone_no, is_yes, mood_of, small_talk_reply
+from tollgate.nodes.offline.plan import Call, Direct, Plan, Reply, Turn, clarify, reply
+from tollgate.nodes.offline.pronouns import resolve_references
+from tollgate.nodes.offline.scope import NOTE_TAKING, out_of_scope
+from tollgate.nodes.offline.refs import find_positions, match_rows, names_an_item
+from tollgate.nodes.offline.select import KINDS, cut, kind_named, kinds_named, without_times
+from tollgate.nodes.offline.text import normalize
+from tollgate.nodes.offline.verbs import head_verb, verb_after_time
 
 __all__ = ["Routes", "decide"]
 

@@ -7,11 +7,11 @@ from typing import Any, Final
 
 from pydantic import TypeAdapter, ValidationError
 
-from nodes.offline.plan import Call, Plan, Turn, clarify
-from nodes.offline.refs import find_count
-from nodes.offline.select import pick_ids
-from nodes.offline.text import clean_fragment
-from tools.args import EmailAddress
+from tollgate.nodes.offline.plan import Call, Plan, Turn, clarify
+from tollgate.nodes.offline.refs import find_count
+from tollgate.nodes.offline.select import pick_ids
+from tollgate.nodes.offline.text import clean_fragment
+from tollgate.tools.args import EmailAddress
 
 __all__ = ["is_send", "list_mail", "mark_read", "read_mail", "recipient_hint", "reply", "sender_of", "wrote_to_me", "send_mail", "trash_mail"]
 

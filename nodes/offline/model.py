@@ -23,12 +23,12 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from nodes.offline.functions import KNOWN, bound_functions, resolve_function
-from nodes.offline.examples import examples_of
-from nodes.offline.intents import Routes, decide
-from nodes.offline.plan import Direct, Plan, Reply, clarify
-from nodes.picker_prompt import context_of
-from policies.arguments import validate_args
+from tollgate.nodes.offline.functions import KNOWN, bound_functions, resolve_function
+from tollgate.nodes.offline.examples import examples_of
+from tollgate.nodes.offline.intents import Routes, decide
+from tollgate.nodes.offline.plan import Direct, Plan, Reply, clarify
+from tollgate.nodes.picker_prompt import context_of
+from tollgate.policies.arguments import validate_args
 
 __all__ = ["OfflinePicker"]
 

@@ -8,10 +8,10 @@ from datetime import datetime, tzinfo
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from nodes.offline.functions import ActionKey
-from nodes.offline.refs import Row
-from nodes.offline.text import normalize
-from nodes.offline.times import When, find_when
+from tollgate.nodes.offline.functions import ActionKey
+from tollgate.nodes.offline.refs import Row
+from tollgate.nodes.offline.text import normalize
+from tollgate.nodes.offline.times import When, find_when
 
 __all__ = ["Call", "Direct", "Plan", "Reply", "Turn", "clarify", "reply"]
 

@@ -14,8 +14,8 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from nodes.offline.plan import Turn
-from nodes.offline.refs import Row
+from tollgate.nodes.offline.plan import Turn
+from tollgate.nodes.offline.refs import Row
 
 __all__ = ["resolve_references"]
 

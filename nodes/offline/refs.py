@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any, Final, Literal
 
-from nodes.offline.text import ORDINAL_WORDS, number_of
+from tollgate.nodes.offline.text import ORDINAL_WORDS, number_of
 
 __all__ = ["Positions", "Row", "find_count", "find_positions", "match_rows", "names_an_item", "resolve_positions", "tokens"]
 

@@ -6,12 +6,12 @@ import re
 from datetime import time
 from typing import Any, Final
 
-from nodes.offline.plan import Call, Plan, Turn, clarify
-from nodes.offline.refs import find_count
-from nodes.offline.select import cut, pick_ids
-from nodes.offline.text import clean_fragment
-from nodes.offline.events import REPEATING
-from nodes.offline.times import day_name, find_amount, on_day
+from tollgate.nodes.offline.plan import Call, Plan, Turn, clarify
+from tollgate.nodes.offline.refs import find_count
+from tollgate.nodes.offline.select import cut, pick_ids
+from tollgate.nodes.offline.text import clean_fragment
+from tollgate.nodes.offline.events import REPEATING
+from tollgate.nodes.offline.times import day_name, find_amount, on_day
 
 __all__ = ["DEFAULT_REMINDER_TIME", "cancel_reminder", "create_reminder", "list_reminders", "snooze_reminder"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from nodes.offline.mail import sender_of
-from nodes.offline.plan import Direct, Plan, Turn, clarify
-from nodes.offline.text import normalize
+from tollgate.nodes.offline.mail import sender_of
+from tollgate.nodes.offline.plan import Direct, Plan, Turn, clarify
+from tollgate.nodes.offline.text import normalize
 
 __all__ = ["mail_rule"]
 

@@ -6,9 +6,9 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from nodes.offline.plan import Reply, Turn, clarify
-from nodes.offline.refs import Row, find_positions, match_rows, resolve_positions
-from nodes.offline.times import Span
+from tollgate.nodes.offline.plan import Reply, Turn, clarify
+from tollgate.nodes.offline.refs import Row, find_positions, match_rows, resolve_positions
+from tollgate.nodes.offline.times import Span
 
 __all__ = ["KINDS", "NOUNS", "cut", "kind_named", "kinds_named", "pick_ids", "without_times"]
 

@@ -30,8 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from nodes.offline.examples import ABOUT, FILTER_FIELDS, PLACE_FIELDS, place_in
-from nodes.offline.times import When
+from tollgate.nodes.offline.examples import ABOUT, FILTER_FIELDS, PLACE_FIELDS, place_in
+from tollgate.nodes.offline.times import When
 
 __all__ = ["Missing", "fill_slots", "without_tool_clause"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from nodes.offline.spelling import repair
+from tollgate.nodes.offline.spelling import repair
 
 __all__ = ["NUMBER_WORDS", "ORDINAL_WORDS", "clean_fragment", "normalize", "number_of"]
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from typing import Final
 
-from nodes.offline.dates import long_tail_day
-from nodes.offline.text import NUMBER_WORDS, number_of
+from tollgate.nodes.offline.dates import long_tail_day
+from tollgate.nodes.offline.text import NUMBER_WORDS, number_of
 
 __all__ = ["Span", "When", "day_name", "find_amount", "find_duration", "find_offset", "find_range_minutes", "find_when", "on_day"]
 

@@ -6,10 +6,10 @@ import re
 from dataclasses import replace
 from typing import Any, Final
 
-from nodes.offline.plan import Call, Plan, Turn, clarify
-from nodes.offline.refs import find_count, match_rows
-from nodes.offline.select import cut, pick_ids
-from nodes.offline.text import clean_fragment
+from tollgate.nodes.offline.plan import Call, Plan, Turn, clarify
+from tollgate.nodes.offline.refs import find_count, match_rows
+from tollgate.nodes.offline.select import cut, pick_ids
+from tollgate.nodes.offline.text import clean_fragment
 
 __all__ = ["add_it", "complete_task", "create_task", "finished_task", "list_tasks"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from nodes.offline import mail
-from nodes.offline.plan import Turn
+from tollgate.nodes.offline import mail
+from tollgate.nodes.offline.plan import Turn
 
 __all__ = ["head_verb", "verb_after_time"]
 

@@ -19,12 +19,12 @@ import sys
 import time
 from pathlib import Path
 
-import graph._env  # noqa: F401
-from graph.background.executor import WorkerHooks
-from graph.background.store import BackgroundRun
-from graph.background.worker import run_worker
-from graph.events import TurnEvent
-from graph.settings import Settings
+import tollgate.graph._env  # noqa: F401
+from tollgate.graph.background.executor import WorkerHooks
+from tollgate.graph.background.store import BackgroundRun
+from tollgate.graph.background.worker import run_worker
+from tollgate.graph.events import TurnEvent
+from tollgate.graph.settings import Settings
 
 
 def _first(run: BackgroundRun, what: str) -> bool:

@@ -18,14 +18,14 @@ import signal
 import sys
 from typing import Any
 
-import graph._env  # noqa: F401
-from graph.app import open_app
-from graph.settings import Settings
-from graph.state import Context
+import tollgate.graph._env  # noqa: F401
+from tollgate.graph.app import open_app
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
 from tests.fakes import ScriptedModel, call
-from tools.connectors.caldav import CalDavCalendar
-from tools.connectors.imap import ImapMailbox
-from tools.connectors.smtp import Submission
+from tollgate.tools.connectors.caldav import CalDavCalendar
+from tollgate.tools.connectors.imap import ImapMailbox
+from tollgate.tools.connectors.smtp import Submission
 
 _CRASHES: dict[str, tuple[type, str]] = {
     "approve-and-crash-after-sent": (ImapMailbox, "send"),

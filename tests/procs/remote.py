@@ -11,10 +11,10 @@ import asyncio
 import json
 import sys
 
-import graph._env  # noqa: F401
-from graph.app import open_app
-from graph.settings import Settings
-from graph.state import Context
+import tollgate.graph._env  # noqa: F401
+from tollgate.graph.app import open_app
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
 from tests.fakes import ScriptedModel, call
 from tests.remote_service import payments_tool
 

@@ -19,14 +19,14 @@ import sys
 
 from collections.abc import AsyncIterator
 
-import graph._env  # noqa: F401
-from graph.app import App, open_app
-from graph.events import TurnEvent
-from graph.services import Hooks
-from graph.settings import Settings
-from graph.state import Context
+import tollgate.graph._env  # noqa: F401
+from tollgate.graph.app import App, open_app
+from tollgate.graph.events import TurnEvent
+from tollgate.graph.services import Hooks
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
 from tests.fakes import ScriptedModel, call, say
-from web.hub import TurnHub
+from tollgate.web.hub import TurnHub
 
 
 def _crash(_key: str) -> None:

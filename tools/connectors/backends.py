@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from tools.registry import ActionSpec, ExecContext, IdKind, Reconciled, Reconciler, ToolSpec
+from tollgate.tools.registry import ActionSpec, ExecContext, IdKind, Reconciled, Reconciler, ToolSpec
 
 __all__ = ["ServerHook", "backend_of", "backends_chosen", "on_stores", "private_network_owners"]
 

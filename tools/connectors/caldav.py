@@ -38,10 +38,10 @@ from xml.etree.ElementTree import Element
 from defusedxml import ElementTree as SafeXml
 from icalendar import Calendar, Event
 
-from tools.perimeter.egress_transport import EgressClient, FetchedResponse
-from policies.errors import EgressDenied, ErrorCode, NotFound, TollgateError, Unavailable
-from tools._render import server_text
-from tools.connectors.errors import AccountRefused, ServerAway
+from tollgate.tools.perimeter.egress_transport import EgressClient, FetchedResponse
+from tollgate.policies.errors import EgressDenied, ErrorCode, NotFound, TollgateError, Unavailable
+from tollgate.tools._render import server_text
+from tollgate.tools.connectors.errors import AccountRefused, ServerAway
 
 __all__ = ["AccountRefused", "CalDavAccount", "CalDavCalendar", "RemoteEvent", "ServerAway", "StaleEvent"]
 

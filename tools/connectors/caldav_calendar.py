@@ -25,14 +25,14 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from policies.errors import ErrorCode, NotFound, TollgateError, Unavailable
-from tools import calendar as builtin
-from tools.calendar import CALENDAR, TABLE, EventStore
-from tools.connectors.caldav import CalDavAccount, CalDavCalendar, RemoteEvent, StaleEvent
-from tools._render import quoted, write_result, zone
-from tools.args import CalendarCancelArgs, CalendarCreateArgs, CalendarUpdateArgs
-from tools.connectors.backends import backend_of, backends_chosen, on_stores, private_network_owners
-from tools.registry import ExecContext, IdKind, Reconciled, ToolSpec
+from tollgate.policies.errors import ErrorCode, NotFound, TollgateError, Unavailable
+from tollgate.tools import calendar as builtin
+from tollgate.tools.calendar import CALENDAR, TABLE, EventStore
+from tollgate.tools.connectors.caldav import CalDavAccount, CalDavCalendar, RemoteEvent, StaleEvent
+from tollgate.tools._render import quoted, write_result, zone
+from tollgate.tools.args import CalendarCancelArgs, CalendarCreateArgs, CalendarUpdateArgs
+from tollgate.tools.connectors.backends import backend_of, backends_chosen, on_stores, private_network_owners
+from tollgate.tools.registry import ExecContext, IdKind, Reconciled, ToolSpec
 
 __all__ = ["ACCOUNT_NAMES", "CALDAV_EVENT", "AccountMissing", "CalDavEvents", "calendar_for"]
 

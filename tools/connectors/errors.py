@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ssl
 
-from policies.errors import ErrorCode, TollgateError, Transient
+from tollgate.policies.errors import ErrorCode, TollgateError, Transient
 
 __all__ = ["AccountRefused", "ServerAway", "certificate_refused"]
 

@@ -46,10 +46,10 @@ from email.utils import format_datetime
 from typing import Final, Literal
 from urllib.parse import urlsplit
 
-from tools.perimeter.egress_transport import EgressClient
-from policies.errors import EgressDenied, Unavailable
-from tools.connectors.errors import ServerAway
-from tools.connectors.imap_session import (
+from tollgate.tools.perimeter.egress_transport import EgressClient
+from tollgate.policies.errors import EgressDenied, Unavailable
+from tollgate.tools.connectors.errors import ServerAway
+from tollgate.tools.connectors.imap_session import (
     SERVER,
     Folder,
     ImapSession,
@@ -60,7 +60,7 @@ from tools.connectors.imap_session import (
     quoted,
     searchable,
 )
-from tools.connectors.smtp import AnswerLost, SendRefused, Submission
+from tollgate.tools.connectors.smtp import AnswerLost, SendRefused, Submission
 
 __all__ = ["ImapMailbox", "MailAccount", "SendUncertain", "message_id_for"]
 

@@ -13,15 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from policies.errors import ErrorCode, TollgateError, Unavailable
-from tools import mail as builtin
-from tools._render import plural, quoted, write_result
-from tools.args import MailListArgs, MailMarkReadArgs, MailSendArgs, MailTrashArgs
-from tools.connectors.backends import backend_of, backends_chosen, on_stores, private_network_owners
-from tools.connectors.imap import ImapMailbox, MailAccount
-from tools.connectors.imap_session import ID_PATTERN, RemoteMessage
-from tools.mail import MAIL, TABLE, MailStore
-from tools.registry import ExecContext, IdKind, Reconciled, ToolSpec
+from tollgate.policies.errors import ErrorCode, TollgateError, Unavailable
+from tollgate.tools import mail as builtin
+from tollgate.tools._render import plural, quoted, write_result
+from tollgate.tools.args import MailListArgs, MailMarkReadArgs, MailSendArgs, MailTrashArgs
+from tollgate.tools.connectors.backends import backend_of, backends_chosen, on_stores, private_network_owners
+from tollgate.tools.connectors.imap import ImapMailbox, MailAccount
+from tollgate.tools.connectors.imap_session import ID_PATTERN, RemoteMessage
+from tollgate.tools.mail import MAIL, TABLE, MailStore
+from tollgate.tools.registry import ExecContext, IdKind, Reconciled, ToolSpec
 
 __all__ = ["ACCOUNT_NAMES", "IMAP_MAIL", "MailAccountMissing", "ImapMessages", "mail_for"]
 

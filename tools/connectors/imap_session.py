@@ -21,10 +21,10 @@ from typing import Any, Final, Literal, TypeVar
 
 import aioimaplib
 
-from policies.errors import EgressDenied, NotFound, Unavailable
-from tools._render import server_text
-from tools.connectors.errors import AccountRefused, ServerAway
-from tools.web import html_to_text
+from tollgate.policies.errors import EgressDenied, NotFound, Unavailable
+from tollgate.tools._render import server_text
+from tollgate.tools.connectors.errors import AccountRefused, ServerAway
+from tollgate.tools.web import html_to_text
 
 __all__ = ["ID_PATTERN", "SERVER", "CannotMove", "Folder", "ImapSession", "MessageGone", "RemoteMessage", "open_session",
            "parse_message_id", "quoted", "searchable"]

@@ -20,8 +20,8 @@ from typing import Literal
 
 import aiosmtplib
 
-from policies.errors import EgressDenied, ErrorCode, TollgateError
-from tools.connectors.errors import AccountRefused, ServerAway, certificate_refused
+from tollgate.policies.errors import EgressDenied, ErrorCode, TollgateError
+from tollgate.tools.connectors.errors import AccountRefused, ServerAway, certificate_refused
 
 __all__ = ["AnswerLost", "SendRefused", "Submission"]
 

@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any, Final
 
-from policies.errors import ErrorCode, TollgateError
-from tools.connectors.backends import backend_of, backends_chosen
-from tools.registry import ActionSpec, ExecContext, ToolSpec
-from tools.triggers import TRIGGERS, TriggerCreateArgs
+from tollgate.policies.errors import ErrorCode, TollgateError
+from tollgate.tools.connectors.backends import backend_of, backends_chosen
+from tollgate.tools.registry import ActionSpec, ExecContext, ToolSpec
+from tollgate.tools.triggers import TRIGGERS, TriggerCreateArgs
 
 __all__ = ["NotWatched", "triggers_for"]
 

@@ -14,9 +14,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
-from tools.perimeter.egress_transport import EgressClient, EgressLimits, Resolver, system_resolver
-from policies.egress import EgressPolicy
-from policies.governance import GovernancePolicy
+from tollgate.tools.perimeter.egress_transport import EgressClient, EgressLimits, Resolver, system_resolver
+from tollgate.policies.egress import EgressPolicy
+from tollgate.policies.governance import GovernancePolicy
 
 __all__ = ["egress_client", "egress_limits", "egress_policy", "governance_policy", "service_urls"]
 

@@ -24,10 +24,10 @@ from typing import Any, Final
 import httpcore
 import httpx
 
-from policies.egress import (
+from tollgate.policies.egress import (
     PRIVATE_NETWORKS, EgressDecision, EgressPolicy, check_addresses, check_endpoint, check_redirect, check_url,
 )
-from policies.errors import EgressDenied, Unavailable
+from tollgate.policies.errors import EgressDenied, Unavailable
 
 __all__ = [
     "EgressClient",

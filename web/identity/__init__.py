@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from graph.settings import Settings
-from graph.store.db import Database
+from tollgate.graph.settings import Settings
+from tollgate.graph.store.db import Database
 
 __all__ = ["Authenticator", "Identity", "bearer_token", "build_authenticator"]
 
@@ -69,9 +69,9 @@ def bearer_token(headers: Mapping[str, str]) -> str | None:
 def build_authenticator(settings: Settings, db: Database) -> Authenticator:
     """The authenticator ``settings.auth`` names, over ``db`` (stored tokens) or the provider (OIDC)."""
     if settings.auth == "oidc":
-        from web.identity.oidc import OidcAuthenticator
+        from tollgate.web.identity.oidc import OidcAuthenticator
 
         return OidcAuthenticator.from_settings(settings)
-    from web.identity.tokens import StoredTokens
+    from tollgate.web.identity.tokens import StoredTokens
 
     return StoredTokens(db)

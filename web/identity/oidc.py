@@ -34,13 +34,13 @@ from urllib.parse import urlsplit
 
 import jwt
 
-from tools.perimeter.config import egress_limits
-from tools.perimeter.egress_transport import EgressClient
-from graph.settings import Settings
-from graph.state import Context
-from policies.egress import EgressPolicy
-from policies.errors import TollgateError
-from web.identity import Identity, bearer_token
+from tollgate.tools.perimeter.config import egress_limits
+from tollgate.tools.perimeter.egress_transport import EgressClient
+from tollgate.graph.settings import Settings
+from tollgate.graph.state import Context
+from tollgate.policies.egress import EgressPolicy
+from tollgate.policies.errors import TollgateError
+from tollgate.web.identity import Identity, bearer_token
 
 __all__ = ["JwksKeys", "OidcAuthenticator"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from graph.store.db import Database
-from web.auth import owner_of_token
-from web.identity import Identity, bearer_token
+from tollgate.graph.store.db import Database
+from tollgate.web.auth import owner_of_token
+from tollgate.web.identity import Identity, bearer_token
 
 __all__ = ["StoredTokens"]
 

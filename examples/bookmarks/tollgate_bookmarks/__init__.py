@@ -12,7 +12,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
-from tools import ActionResult, ActionSpec, ArgsModel, Count, ExecContext, SafeText, ToolSpec
+from tollgate.tools import ActionResult, ActionSpec, ArgsModel, Count, ExecContext, SafeText, ToolSpec
 
 __all__ = ["BOOKMARKS", "TOOLS"]
 
