@@ -169,7 +169,9 @@ async def run_latency_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     """Run P8 and return its rows."""
     ttft = 0.05 if smoke else 1.0
     sizes = (8, 16) if smoke else (200, 1000)
-    unsaturated = 4 if smoke else 40  # few enough that the 2 cores are not what the turns wait for
+    # P8c: the largest of these conversation counts at which the bare app's p50 is still within
+    # 50 ms of the model's own time (the cores are not yet what its turns wait for), and Tollgate's there
+    ladder = (4, 6) if smoke else (40, 60, 80, 100, 140)
     burst = 20 if smoke else 100
     spread = _TURNS * ttft  # first turns arrive over one turn's model time
     model_port, tollgate_port, bare_port = free_port(), free_port(), free_port()
@@ -209,8 +211,13 @@ async def run_latency_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
         cpu: dict[tuple[str, int], float] = {}
 
         results: dict[tuple[str, int], _Load] = {}
+        unsaturated = ladder[0]
+        for count in ladder:
+            bare_load = await _load(theirs, owners, count, spread)
+            if count != ladder[0] and (bare_load.p50() - _TURNS * ttft) * 1e3 > 50:
+                break
+            unsaturated, results[("bare", count)] = count, bare_load
         results[("ours", unsaturated)] = await _load(ours, owners, unsaturated, spread)
-        results[("bare", unsaturated)] = await _load(theirs, owners, unsaturated, spread)
         peak = 0
         for size in sizes:
             # Tollgate, bare, bare, Tollgate: a machine that slows down or speeds up during the
@@ -251,11 +258,13 @@ async def run_latency_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     for size, row_id in zip(sizes, ("P8a", "P8b"), strict=True):
         a, b = results[("ours", size)], results[("bare", size)]
         ratio = a.rate / b.rate if b.rate else 0.0
+        floor = 1.5 if row_id == "P8b" else 0.9  # issue 37 raised P8b's goal from 0.9
         rows.append(Row(row_id, f"turns/s at {size} concurrent conversations: `tollgate serve` / bare create_agent app",
-                        f"{a.rate:.1f}/s / {b.rate:.1f}/s = {ratio:.2f}", "≥ 0.9", ratio >= 0.9))
+                        f"{a.rate:.1f}/s / {b.rate:.1f}/s = {ratio:.2f}", f"≥ {floor}", ratio >= floor))
+        ours_cpu, bare_cpu = cpu[("ours", size)] / max(a.turns, 1), cpu[("bare", size)] / max(b.turns, 1)
         rows.append(Row(row_id, f"server CPU per turn at {size} conversations: Tollgate / bare app",
-                        f"{cpu[('ours', size)] / max(a.turns, 1) * 1e3:.1f} ms / "
-                        f"{cpu[('bare', size)] / max(b.turns, 1) * 1e3:.1f} ms", "-", None))
+                        f"{ours_cpu * 1e3:.1f} ms / {bare_cpu * 1e3:.1f} ms = {ours_cpu / bare_cpu:.2f}", "≤ 0.7",
+                        ours_cpu <= 0.7 * bare_cpu))
         rows.append(Row(row_id, f"failed turns at {size} conversations: Tollgate (bare app, for comparison)",
                         f"{a.errors} of {a.turns + a.errors} ({b.errors} of {b.turns + b.errors})"
                         + (f"; first: {'; '.join(a.first_errors)}" if a.first_errors else ""), "0",
@@ -263,7 +272,9 @@ async def run_latency_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     for size in (sizes[0], unsaturated):
         first, floor = results[("ours", size)], results[("bare", size)]
         overhead = (first.p50() - model_seconds) * 1e3
-        rows.append(Row("P8c", f"p50 turn latency at {size} conversations minus the model's {_TURNS} calls",
+        where = (f"{size} conversations" if size == sizes[0] else
+                 f"{size} conversations (the most of {', '.join(map(str, ladder))} at which the bare app meets 50 ms)")
+        rows.append(Row("P8c", f"p50 turn latency at {where} minus the model's {_TURNS} calls",
                         f"{first.p50():.3f} s - {model_seconds:.1f} s = {overhead:.0f} ms (bare app: "
                         f"{(floor.p50() - model_seconds) * 1e3:.0f} ms)", "≤ 50 ms", overhead <= 50))
     slowdown = statistics.median(beside) / statistics.median(by_itself)

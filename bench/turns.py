@@ -157,7 +157,7 @@ async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
 
         a, b = await compare(governed_read, bare_turn, rounds, warmup)
         rows.append(Row("P1", "governed read turn / bare create_agent turn", f"{a * 1e3:.1f} ms / {b * 1e3:.1f} ms = {a / b:.2f}",
-                        "≤ 1.25", a / b <= 1.25))
+                        "≤ 1.2", a / b <= 1.2))
 
         writer = _runner(db, env, saver, CyclicModel(call=_task_call))
 

@@ -522,7 +522,6 @@ def _plugin_tools() -> list[dict[str, Any]]:
     from tollgate_bookmarks import BOOKMARKS
 
     from tollgate.policies.arguments import ArgsModel, Count, SafeText
-    from tollgate.tools.registry import ActionResult, ActionSpec, ToolSpec
 
     class ExpenseArgs(ArgsModel):
         """Log an expense."""
@@ -538,25 +537,56 @@ def _plugin_tools() -> list[dict[str, Any]]:
         item: SafeText(100) = Field(description="What to add.")
         quantity: Count(1, 1000) | None = None
 
-    async def run(ctx: Any, args: Any) -> ActionResult:  # never called: the picker only proposes
+    return _with_builtins(
+        BOOKMARKS,
+        _plugin_write("expenses", "add", ExpenseArgs, ("log 12.50 for lunch as an expense", "add an expense of 30 for taxis")),
+        _plugin_write("pantry", "add", PantryArgs, ("add rice to the pantry", "put 2 tins of tomatoes in the pantry")),
+    )
+
+
+def _plugin_write(name: str, action: str, args: type[Any], examples: tuple[str, ...]) -> Any:
+    """A plug-in tool of one write with ``examples`` (its executor never runs: the picker only proposes)."""
+    from tollgate.tools.registry import ActionSpec, ToolSpec
+
+    async def run(ctx: Any, args: Any) -> Any:
         raise AssertionError
 
-    def tool(name: str, action: str, args: type[ArgsModel], examples: tuple[str, ...]) -> ToolSpec:
-        return ToolSpec(name=name, description=f"Your {name}.", capability_phrase=f"keep your {name}",
-                        actions=(ActionSpec(name=action, description=args.__doc__ or "", args=args, tier="confirmation",
-                                            effect="write", executor=run, renderer=lambda result: "x",
-                                            preview=lambda ctx, a: "x",
-                                            usage_examples=examples),))
+    return ToolSpec(name=name, description=f"Your {name}.", capability_phrase=f"keep your {name}",
+                    actions=(ActionSpec(name=action, description=args.__doc__ or "", args=args, tier="confirmation",
+                                        effect="write", executor=run, renderer=lambda result: "x",
+                                        preview=lambda ctx, a: "x", usage_examples=examples),))
 
+
+def _with_builtins(*tools: Any) -> list[dict[str, Any]]:
+    """The function schemas of the built-ins and ``tools``, as the registry writes them."""
     from tollgate.tools.builtin import enabled_builtins
     from tollgate.tools.registry import Registry
 
-    registry = Registry([
-        *enabled_builtins(None), BOOKMARKS,
-        tool("expenses", "add", ExpenseArgs, ("log 12.50 for lunch as an expense", "add an expense of 30 for taxis")),
-        tool("pantry", "add", PantryArgs, ("add rice to the pantry", "put 2 tins of tomatoes in the pantry")),
-    ])
-    return registry.function_schemas()
+    return Registry([*enabled_builtins(None), *tools]).function_schemas()
+
+
+def test_when_two_tools_could_serve_the_picker_asks_which() -> None:
+    """"add towels to the list", with a shopping list and a packing list, is either tool's write:
+    the picker asks, naming both, rather than propose one (before: the first in the registry's
+    order). Naming the tool, or all but repeating one's example, routes to it."""
+    from pydantic import Field
+
+    from tollgate.policies.arguments import ArgsModel, SafeText
+
+    class ItemArgs(ArgsModel):
+        """Add an item to a list."""
+
+        item: SafeText(100) = Field(description="What to add.")
+
+    tools = _with_builtins(_plugin_write("groceries", "add", ItemArgs, ("add milk to the shopping list",)),
+                           _plugin_write("packing", "add", ItemArgs, ("add socks to the packing list",)))
+    asked = ask("add towels to the list", tools=tools)
+    assert not asked.tool_calls
+    assert asked.text.startswith("Do you mean the groceries or the packing?"), asked.text
+    named = ask("add towels to the packing list", tools=tools)
+    assert [(c["name"], c["args"]) for c in named.tool_calls] == [("packing__add", {"item": "towels"})]
+    near = ask("add bread to the shopping list", tools=tools)
+    assert [(c["name"], c["args"]) for c in near.tool_calls] == [("groceries__add", {"item": "bread"})]
 
 
 @pytest.mark.parametrize(

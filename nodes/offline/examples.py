@@ -65,6 +65,9 @@ class Match:
     words it accounts for."""
     same_verb: bool
     """Whether the request opens with the example's first word (its verb, usually)."""
+    fit: float = 0.0
+    """The balance (harmonic mean) of ``score`` and the share of the request's own words the
+    example accounts for: what the nearest example is chosen by."""
 
 
 def examples_of(functions: Mapping[str, Mapping[str, Any]], descriptions: Mapping[str, str]) -> list[Example]:
@@ -120,7 +123,7 @@ def nearest(request: str, examples: Sequence[Example]) -> Match | None:
             score = max(score, _PREFIX_SCORE)
         key = (2 * score * covered / (score + covered), same_verb)
         if best is None or key > best_key:
-            best, best_key = Match(example, score, same_verb), key
+            best, best_key = Match(example, score, same_verb, key[0]), key
     return best
 
 
@@ -135,8 +138,10 @@ def _free_text(request: str, example: str) -> str:
         # The request repeats the example ("make a note: ..."): what follows its colon, if any.
         _, colon, rest = request.partition(":")
         return rest.strip() if colon else ""
-    if ops[0][0] == "equal" and ops[0][1] == 0 and ops[0][3] == 0:
-        # The request opens with the example's command ("google", "note to self:"): the rest is its value.
+    if ops[0][0] == "equal" and ops[0][1] == 0 and ops[0][3] == 0 and all(op[0] != "equal" for op in ops[1:]):
+        # The request opens with the example's command ("google", "note to self:") and shares
+        # nothing after it: the rest is its value. ("add bread to the shopping list" shares the
+        # example's tail, so its value is the gap: "bread".)
         return " ".join(asked[ops[0][4]:])
     _, j1, j2 = max(gaps, key=lambda g: (g[0], g[2] - g[1]))
     return " ".join(asked[j1:j2])

@@ -365,9 +365,12 @@ class Routes:
 _EXAMPLE_SCORE: Final = 0.5
 """The least weighted share of an example's words a request must have to be routed by it."""
 _ANCHORED_SCORE: Final = 0.3
+"""The same when the request names the tool itself ("note", "weather", "web")."""
 _STRONG_SCORE: Final = 0.6
 """A plug-in example this near, with the request's verb, outweighs the grammar's catch-all write."""
-"""The same when the request names the tool itself ("note", "weather", "web")."""
+_TIE: Final = 0.9
+"""Another tool's example at least this share as near as the best one, opening alike, is a tie:
+the request could be for either tool, so the picker asks which rather than choose."""
 
 
 def _anchored(example: Example, text: str) -> bool:
@@ -480,9 +483,27 @@ def _by_example(turn: Turn, routes: Routes, *, anchored_only: bool) -> Plan | No
     # Unanchored, the request must open with the example's verb (or be very near it): an
     # unknown function may write, and a loose match must not propose another tool's write.
     if (not anchored_only and match.score >= _EXAMPLE_SCORE and (match.same_verb or match.score >= 0.75)
-            and not kinds_named(turn.text)):
-        return _direct(turn, match)  # a request naming mail, events, tasks or reminders is the grammar's
+            and not kinds_named(turn.text)):  # a request naming mail, events, tasks or reminders is the grammar's
+        return _tied(turn, routes, match) or _direct(turn, match)
     return None
+
+
+def _tied(turn: Turn, routes: Routes, match: Match, *, floor: float = _EXAMPLE_SCORE) -> Reply | None:
+    """A question naming both tools when another tool's example is as near as ``match``'s and
+    opens alike ("add towels to the list" with a grocery list and a packing list): never a
+    guess between two tools' writes."""
+    tool = match.example.function.split("__", 1)[0]
+    other = routes.best(turn.text, only=lambda name: name.split("__", 1)[0] != tool)
+    if (other is None or other.same_verb != match.same_verb or other.fit < _TIE * match.fit
+            or min(match.score, other.score) < floor):
+        return None
+    names = [_spoken(t) for t in (tool, other.example.function.split("__", 1)[0])]
+    return clarify(f"Do you mean {names[0]} or {names[1]}? Say which, for example: “{match.example.text}” "
+                   f"or “{other.example.text}”.")
+
+
+def _spoken(tool: str) -> str:
+    return "the " + tool.replace("_", " ")
 
 
 def _note(turn: Turn, routes: Routes) -> Plan:
@@ -635,6 +656,10 @@ def decide(request: str, context: Mapping[str, Any] | None, routes: Routes | Non
         strong = routes.best(turn.text)
         if strong is not None and strong.score >= _STRONG_SCORE and strong.same_verb and not routes.rivals(turn.text, strong):
             return _direct(turn, strong) or plan
+        # Nor does it choose when two plug-ins' examples fit alike and the request says no "task".
+        if (strong is not None and strong.same_verb and not kinds_named(turn.text)
+                and (tied := _tied(turn, routes, strong, floor=_ANCHORED_SCORE)) is not None):
+            return tied
     if mood is None:
         if isinstance(plan, Reply) and plan.outcome == "clarify":
             return _by_example(turn, routes, anchored_only=False) or plan
