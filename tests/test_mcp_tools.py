@@ -36,6 +36,7 @@ from tollgate.graph.turn import build_graph
 from tests.fakes import ScriptedModel, call, say
 from tests.harness import Turns, what_runs
 from tests.children import free_port
+from tollgate.nodes.offline.model import OfflinePicker
 from tollgate.tools.builtin import builtin_tools
 from tollgate.tools.mcp_tools import McpPolicyError, open_mcp_tools, schema_hash
 from tollgate.tools.registry import Registry
@@ -442,3 +443,43 @@ def test_the_readmes_policy_example_uses_every_key_and_loads(tmp_path: Path) -> 
     wiki, notes = load_policy(path)
     assert wiki.url == "https://wiki.example/mcp" and wiki.per_owner is not None
     assert notes.command == ("python", "-m", "notes_server") and notes.tools["share_note"].url_args == ("destination",)
+
+
+_MEMO_POLICY = """
+[servers.memo.tools.list_notes]
+tier = "allowlist"
+effect = "read"
+result_ids = { kind = "note", field = "id", label = "text" }
+usage_examples = ["list my memos", "what's in my memos"]
+
+[servers.memo.tools.add_note]
+tier = "confirmation"
+effect = "write"
+preview = "Add the memo '{text}'"
+usage_examples = ["add a memo: buy bread", "put call the bank in my memos"]
+
+[servers.memo.id_kinds.note]
+pattern = "n[0-9]+"
+"""
+
+
+async def test_a_real_mcp_servers_tools_are_routed_and_filled_by_the_offline_picker(
+    services: Services, db: Database, ctx: Context, tmp_path: Path
+) -> None:
+    """No model configured: the offline picker routes requests to a real MCP server's tools by the
+    policy's usage examples alone and fills the write's text from the request; the write waits
+    for its approval and runs once, in the server process."""
+    counter = tmp_path / "count"
+    path = tmp_path / "policy.toml"
+    path.write_text(f'[servers.memo]\ncommand = ["{sys.executable}", "-m", "tests.mcp_server", "stdio"]\n'
+                    f'env = {{ NOTES_COUNT_FILE = "{counter}", PYTHONPATH = "{_ROOT}" }}\n' + textwrap.dedent(_MEMO_POLICY))
+    async with _mcp_turns(replace(services, picker_model=OfflinePicker()), db, path) as turns:
+        thread = ctx.owner_id + "/mcp-offline"
+        listed = await turns.send(ctx, thread, "what's in my memos?")
+        assert listed.outcome == "read" and "buy milk" in listed.reply, listed
+        asked = await turns.send(ctx, thread, "add a memo: water the plants")
+        assert asked.approval is not None, asked
+        assert what_runs(asked.approval.preview) == "Add the memo 'water the plants'"
+        assert _count(counter) == 0
+        done = await turns.decide(ctx, asked.approval.approval_id, {"type": "approve"})
+        assert done.outcome == "executed" and _count(counter) == 1
