@@ -667,6 +667,33 @@ def test_a_reply_goes_to_the_sender_the_list_names_re_its_subject() -> None:
         assert isinstance(asked, Reply) and asked.outcome == "clarify", request_text
 
 
+def test_a_reply_keeps_what_to_say_as_typed_and_write_back_is_a_reply() -> None:
+    """"friday works for me" is the reply's text (before: "Friday works", the trailing "for me"
+    taken for politeness); "write back to sam that ..." is a reply (before: a new mail that asked
+    for the address)."""
+    listed = context(latest_kind="mail")
+    assert decide("reply to sam saying friday works for me", listed) == Call(
+        ("mail", "send"), {"to": ["sam@example.com"], "subject": "Re: Lunch?", "body": "Friday works for me"})
+    assert decide("write back to sam that I'll bring the slides", listed) == Call(
+        ("mail", "send"), {"to": ["sam@example.com"], "subject": "Re: Lunch?", "body": "I'll bring the slides"})
+
+
+@pytest.mark.parametrize(
+    ("request_text", "body"),
+    [("jot down that the spare key is under the mat", "the spare key is under the mat"),
+     ("write down: parking spot is level -2, B14", "parking spot is level -2, B14"),
+     ("remember that the boiler code is 4417", "the boiler code is 4417"),
+     ("note to self: call the vet for me", "call the vet for me")],
+)
+def test_a_note_keeps_everything_it_was_asked_to_write_down(request_text: str, body: str) -> None:
+    """Before: "jot down that the spare key is under the mat" was a note titled "the spare key" with
+    no text, "write down: parking spot is ..." lost "parking spot is", and "remember that ..."
+    answered that notes cannot be kept."""
+    [made] = ask(request_text, tools=default_registry().function_schemas()).tool_calls
+    assert made["name"] == "notes__create" and made["args"]["body"] == body
+    assert made["args"]["title"].lower() == body.lower()
+
+
 def test_the_end_of_the_month_is_its_last_day_and_kept_out_of_the_title() -> None:
     """"By the end of the month" was dropped (a task with no due date, the phrase in its title)."""
     assert decide("add a task to pay rent by the end of the month", context()) == Call(

@@ -506,12 +506,37 @@ def _spoken(tool: str) -> str:
     return "the " + tool.replace("_", " ")
 
 
+_NOTE_LEAD: Final = re.compile(
+    r"^(?:please\s+)?(?:(?:make|take|write|add|create|save)\s+(?:a\s+|me\s+a\s+)?note(?:\s+(?:that|saying|of))?"
+    r"|note\s+to\s+self|note\s+(?:this|that)(?:\s+down)?|(?:jot|write|note)\s+(?:this\s+|it\s+)?down(?:\s+that)?"
+    r"|(?:remember|keep\s+in\s+mind)\s+that)\s*[:,-]?\s*", re.I)
+_TITLE_WORDS: Final = 8
+
+
 def _note(turn: Turn, routes: Routes) -> Plan:
-    """A request to write something down: the notes tool's write, or an honest no."""
-    match = routes.best(turn.text, only=lambda name: "note" in name.split("__", 1)[0].lower())
+    """A request to write something down: the notes tool's write, or an honest no.
+
+    A notes write with a title and a body (the built-in's shape) keeps everything the request
+    says after its lead ("jot down that ...", "note to self:") as the body, and its first words
+    as the title: the content is never cut to the part that differs from an example."""
+    is_notes = lambda name: "note" in name.split("__", 1)[0].lower()  # noqa: E731
+    match = routes.best(turn.text, only=is_notes)
+    typed = turn.raw.strip()  # the note's words as typed, not as the request was normalised
+    content = _NOTE_LEAD.sub("", typed, count=1).strip().rstrip(".!")
+    writer = next((e for e in routes.examples if is_notes(e.function) and _titled_body(e.parameters)), None)
+    if writer is not None and content and content != typed.rstrip(".!"):
+        words = content.split()
+        title = " ".join(words[:_TITLE_WORDS]) + ("…" if len(words) > _TITLE_WORDS else "")
+        return Direct(writer.function, {"title": title[:1].upper() + title[1:], "body": content})
     if match is not None and not any(k in match.example.function for k in ("list", "read", "archive")):
         return _direct(turn, match) or clarify("What should the note say?")
     return reply("I can't keep notes here. I can add it to your tasks or set a reminder if you like.")
+
+
+def _titled_body(schema: Mapping[str, Any]) -> bool:
+    """Whether a function writes a note of a required title and a free body (the built-in's create)."""
+    props: Mapping[str, Any] = schema.get("properties") or {}
+    return list(schema.get("required") or ()) == ["title"] and "body" in props
 
 
 _CLAUSES: Final = re.compile(r"\s*[,;]\s*(?:but\s+|and\s+|so\s+)?|\s+(?:but|so)\s+", re.I)

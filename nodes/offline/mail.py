@@ -230,6 +230,9 @@ def reply(turn: Turn) -> Plan | None:
         bare = re.match(r"^(?:reply|respond|write\s+back)\s+to\s+(?P<who>[\w.'-]+)[.!?]*$", turn.text, re.I)
         return clarify(f"What should the reply to {bare.group('who')} say?") if bare else None
     who, body = found.group("who").lower(), found.group("body").strip().rstrip(".")
+    typed = _REPLY.search(turn.raw.strip())
+    if typed is not None and typed.group("who").lower() == who:
+        body = typed.group("body").strip().rstrip(".")  # as typed: "friday works for me" keeps "for me"
     senders = _senders(turn, who)
     if len({_address(s) for s in senders}) != 1:
         return clarify(f"Which message should I reply to? I couldn't find one from {found.group('who')} in your latest "

@@ -20,7 +20,7 @@ _HEADS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
         ("snooze", r"^(?:snooze|remind\s+me\s+(?:again|later)|re-?remind)\b"),
         ("remind", r"^(?:don't\s+(?:let\s+me\s+)?forget|remind\s+(?:me|us)\b|(?:set|create|add|make|schedule|put\s+in)\s+(?:up\s+)?(?:me\s+)?(?:a|an|the|that)?\s*(?:new\s+)?reminder\b"
                    r"|new\s+reminder\b|reminder\s*(?::|-|to\b|for\b|about\b|at\b|tomorrow|tonight|in\b|on\b|next\b)|(?:ping|nudge|alert)\s+me\b)"),
-        ("forward", r"^(?:forward|fwd|reply|respond|answer)\b"),
+        ("forward", r"^(?:forward|fwd|reply|respond|answer|write\s+back)\b"),
         ("mark", r"^(?:mark|flag)\b"),
         ("complete", r"^(?:complete|finish(?:ed)?|tick\s+off|check\s+off|cross\s+off|done\s+with|i(?:'ve|\s+have)?\s+(?:just\s+)?(?:finished|completed|done)\b|i'?m\s+(?:done|finished)\s+with|i\s+did)\b"),
         ("trash", r"^(?:delete|trash|remove|bin|discard|throw\s+(?:away|out)|get\s+rid\s+of|erase|junk|clear\s+out)\b|^move\b(?=.*\b(?:to|in|into)\s+(?:the\s+)?(?:trash|bin)\b)"),
@@ -35,7 +35,7 @@ _HEADS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
 
 def head_verb(text: str) -> str | None:
     """The action verb that opens ``text`` (``"cancel"``, ``"send"``...), or ``None``."""
-    if mail.is_send(text):
+    if mail.is_send(text) and not re.match(r"write\s+back\b", text, re.I):  # "write back to ana" replies
         return "send"
     for name, pattern in _HEADS:
         if pattern.search(text):
