@@ -157,6 +157,8 @@ async def test_a_turn_and_its_approval_are_traced_metered_and_logged(
             approval_id = asked.last["data"]["approval_id"]
             done = await api.decide(approval_id, {"type": "approve"})
             assert done.last["type"] == "message_complete" and done.last["data"]["outcome"] == "executed", done.events
+            searched = await client.get("/v1/threads", params={"q": "heron-5520"}, headers=api.auth)
+            assert searched.status_code == 200
 
             # --- traces ---------------------------------------------------------------------
             tools = await _until(lambda: [s for s in receiver.named("tollgate.tool")
@@ -193,7 +195,12 @@ async def test_a_turn_and_its_approval_are_traced_metered_and_logged(
             assert models and models[0]["attrs"]["tollgate.role"] == "picker"
             assert models[0]["attrs"]["gen_ai.system"] == "offline"  # the offline picker answered
             assert not any(s["error"] for s in receiver.spans if s["trace"] in (first["trace"], second["trace"]))
+            queries = await _until(lambda: [s["attrs"]["url.query"] for s in receiver.spans
+                                            if s["attrs"].get("url.path") == "/v1/threads" and "url.query" in s["attrs"]],
+                                   "the thread search's request span")
+            assert queries == ["q=withheld"]  # FastAPI's request span: the search's words withheld, its key kept
             everything = json.dumps(receiver.spans)
+            assert "heron" not in everything
             assert "quartz" not in everything and "pelican" not in everything  # never an argument value
             assert demo_token not in everything
 

@@ -22,12 +22,14 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Final
+from urllib.parse import parse_qsl, urlencode
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -66,9 +68,20 @@ def configure_tracing(default_service: str = "tollgate") -> Any | None:
     # Attributes given here win over OTEL_RESOURCE_ATTRIBUTES, so the default name only when none is set.
     named = "OTEL_SERVICE_NAME" in env or "service.name=" in env.get("OTEL_RESOURCE_ATTRIBUTES", "")
     provider = TracerProvider(resource=Resource.create({} if named else {SERVICE_NAME: default_service}))
+    provider.add_span_processor(_QueryValuesWithheld())
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
     return provider
+
+
+class _QueryValuesWithheld(SpanProcessor):
+    """FastAPI's request spans carry the query string (``url.query``), a thread search's words
+    among them: its values are withheld before any exporter sees the span, its keys kept."""
+
+    def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
+        query = (span.attributes or {}).get("url.query")
+        if isinstance(query, str) and query:
+            span.set_attribute("url.query", urlencode([(k, "withheld") for k, _ in parse_qsl(query, keep_blank_values=True)]))
 
 
 # --- the turn ------------------------------------------------------------------------------
