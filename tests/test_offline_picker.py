@@ -565,6 +565,33 @@ def _with_builtins(*tools: Any) -> list[dict[str, Any]]:
     return Registry([*enabled_builtins(None), *tools]).function_schemas()
 
 
+@pytest.mark.parametrize(
+    ("request_text", "args"),
+    [("order 2 mugs with gift wrap", {"item": "mugs", "quantity": 2, "gift_wrap": True}),
+     ("order a desk lamp, no gift wrap, express", {"item": "desk lamp", "gift_wrap": False, "express": True}),
+     ("order a kettle, not urgent", {"item": "kettle", "urgent": False})],
+)
+def test_a_plug_ins_flags_are_set_when_named_and_cleared_when_negated(request_text: str, args: dict[str, Any]) -> None:
+    """Booleans of any plug-in, optional ones too: named is true, negated is false, never in the
+    item's text (before: only a required flag, and only with a "yes" or "no" somewhere)."""
+    from pydantic import Field
+
+    from tollgate.policies.arguments import ArgsModel, Count, SafeText
+
+    class OrderArgs(ArgsModel):
+        """Order something."""
+
+        item: SafeText(100) = Field(description="What to order.")
+        quantity: Count(1, 100) | None = None
+        gift_wrap: bool = False
+        express: bool = False
+        urgent: bool = False
+
+    tools = _with_builtins(_plugin_write("shop", "order", OrderArgs, ("order a scarf", "order 3 mugs")))
+    answer = ask(request_text, tools=tools)
+    assert [(c["name"], c["args"]) for c in answer.tool_calls] == [("shop__order", args)]
+
+
 def test_when_two_tools_could_serve_the_picker_asks_which() -> None:
     """"add towels to the list", with a shopping list and a packing list, is either tool's write:
     the picker asks, naming both, rather than propose one (before: the first in the registry's

@@ -654,7 +654,14 @@ def decide(request: str, context: Mapping[str, Any] | None, routes: Routes | Non
         return done
     refused = out_of_scope(turn.text)
     if refused is not None:
-        return reply(refused)
+        # "order a kettle" is out of the built-ins' scope, not of a shop plug-in's whose example
+        # the request follows: the bound tools decide what is in scope.
+        # An example that names its own tool ("turn off the standup trigger") must be named back.
+        offered = routes.best(turn.text)
+        if (offered is None or not offered.same_verb or offered.score < _STRONG_SCORE
+                or (_anchored(offered.example, offered.example.text) and not _anchored(offered.example, turn.text))):
+            return reply(refused)
+        return _by_example(turn, routes, anchored_only=False) or reply(refused)
     unread = _unread_numeric_date(turn)
     if unread is not None:
         return unread

@@ -10,7 +10,8 @@ the picker has their JSON schema and their usage examples. Each field is filled 
   the digits of a date or a time; a ``currency`` field takes the amount's currency;
 * a date or a time (``format: date``/``date-time``, or a field named ``date``, ``due``...):
   the request's time phrase, through the same grammar as the built-in tools;
-* a boolean: only a required one, and only when the request says yes or no to its name;
+* a boolean: true when the request names it ("with gift wrap", "express"), false when it
+  negates it ("no gift wrap", "not urgent", "express: off"); a required one it does not name is asked;
 * a place (``place``, ``city``...): the words after its preposition ("in Lyon"); an optional
   filter (``contains``, ``query``): what the request says it is "about";
 * required text: the words where the request differs from the example, once everything above
@@ -55,8 +56,20 @@ _CUES: Final[dict[str, tuple[str, ...]]] = {
 }
 _LEADING: Final = re.compile(r"^(?:that|about|for|on|as|called|named|titled|to|of|:|-)\s+", re.I)
 _ARTICLE: Final = re.compile(r"^(?:a|an|some)\s+", re.I)
-_YES: Final = re.compile(r"\b(?:yes|true|on|enable|enabled|with)\b", re.I)
-_NO: Final = re.compile(r"\b(?:no|false|off|disable|disabled|without)\b", re.I)
+_NEGATED: Final = (r"(?:\bwith\s+|(?P<no>\b(?:not|no|non|without|don'?t\s+(?:want|need)|do\s+not\s+(?:want|need))"
+                   r"[\s-]+))?")
+_AFTER: Final = r"(?:\s*[:=]?\s*(?P<after>yes|true|on|no|false|off)\b)?"
+
+
+def _boolean_said(request: str, name: str) -> tuple[bool, tuple[int, int]] | None:
+    """Whether the request says the flag ``name`` (``gift_wrap``: "with gift wrap" is true, "no
+    gift wrap" or "gift wrap: off" false), and where; ``None`` when it does not name it."""
+    words = re.sub(r"^(?:is|has|should|needs?|wants?)_", "", name).replace("_", " ")
+    found = re.search(rf"{_NEGATED}\b{re.escape(words)}\b{_AFTER}", request, re.I)
+    if found is None:
+        return None
+    off = found.group("no") is not None or (found.group("after") or "").lower() in ("no", "false", "off")
+    return not off, found.span()
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,10 +257,10 @@ def fill_slots(request: str, example: str, schema: Mapping[str, Any], *, given: 
                 moment = found_when.at if fmt == "date-time" or (found_when.at is not None and fmt != "date") else None
                 args[name] = moment.isoformat() if moment is not None else found_when.day.isoformat()
         elif kind == "boolean":
-            if is_required:
-                mentioned = re.search(rf"\b{re.escape(name.replace('_', ' '))}\b", request, re.I)
-                if mentioned and (_YES.search(request) or _NO.search(request)):
-                    args[name] = bool(_YES.search(request)) and not _NO.search(request)
+            said = _boolean_said(request, name)
+            if said is not None and req.free(*said[1]):
+                args[name] = said[0]
+                req.take(*said[1])
         elif lowered in PLACE_FIELDS:
             place = place_in(request)
             if place:
