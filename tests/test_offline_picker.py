@@ -592,6 +592,27 @@ def test_a_plug_ins_flags_are_set_when_named_and_cleared_when_negated(request_te
     assert [(c["name"], c["args"]) for c in answer.tool_calls] == [("shop__order", args)]
 
 
+def test_langchain_tools_are_routed_and_filled_by_their_schema() -> None:
+    """A LangChain ``@tool`` wrapped with ``from_langchain``: the conversion's target currency is
+    the one the request converts to (before: the amount's own, EUR), the document's name has no
+    dangling "with" (before: "budget with"), and a request with an address goes to the function
+    that takes one (before: a calendar search for "bob")."""
+    from tests.test_langchain_tools import convert_currency, share_document
+    from tollgate.tools.langchain_tools import from_langchain
+
+    tools = _with_builtins(
+        from_langchain(convert_currency, tier="allowlist", usage_examples=("convert 20 euros to dollars",)),
+        from_langchain(share_document, tier="confirmation", effect="write", preview="Share '{name}' with {email}",
+                       usage_examples=("share the report with sam@example.com",)))
+    for request_text, function, args in (
+        ("convert 45 euros to dollars", "convert_currency__run", {"amount": 45.0, "currency": "USD"}),
+        ("share the budget with ana@example.org", "share_document__run", {"name": "budget", "email": "ana@example.org"}),
+        ("share the q3 plan with bob@example.net", "share_document__run", {"name": "q3 plan", "email": "bob@example.net"}),
+    ):
+        answer = ask(request_text, tools=tools)
+        assert [(c["name"], c["args"]) for c in answer.tool_calls] == [(function, args)], request_text
+
+
 def test_when_two_tools_could_serve_the_picker_asks_which() -> None:
     """"add towels to the list", with a shopping list and a packing list, is either tool's write:
     the picker asks, naming both, rather than propose one (before: the first in the registry's

@@ -457,12 +457,24 @@ def _takes_url(example: Example) -> bool:
     return any(name == "url" or (p.get("format") == "uri") for name, p in props.items())
 
 
+_EMAIL_IN: Final = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
+
+
+def _takes_email(example: Example) -> bool:
+    props = example.parameters.get("properties") or {}
+    return any(name in ("email", "to", "recipient") or p.get("format") == "email" for name, p in props.items())
+
+
 def _by_example(turn: Turn, routes: Routes, *, anchored_only: bool) -> Plan | None:
     match = None
     if re.search(r"https?://", turn.text):
         # A request with an address is for a function that takes one (save this link), when there is one.
         takers = {e.function for e in routes.examples if _takes_url(e)}
         match = routes.best(turn.text, only=takers.__contains__)
+    if match is None and _EMAIL_IN.search(turn.text):
+        # A request with an e-mail address is for a function that takes one (share it with ...).
+        takers = {e.function for e in routes.examples if _takes_email(e)}
+        match = routes.best(turn.text, only=takers.__contains__) if takers else None
     if match is None:
         # A request that names a tool (or a value only it takes) is for that tool's functions.
         named = {e.function for e in routes.examples if _anchored(e, turn.text)}
@@ -474,7 +486,8 @@ def _by_example(turn: Turn, routes: Routes, *, anchored_only: bool) -> Plan | No
     if needs_url and "http" not in turn.text.lower():
         return None
     # Anchored: the request names the tool ("note", "weather"), or gives the address it reads.
-    anchored = ((_anchored(match.example, turn.text) or needs_url) and not kinds_named(turn.text)
+    emailed = _takes_email(match.example) and _EMAIL_IN.search(turn.text) is not None
+    anchored = ((_anchored(match.example, turn.text) or needs_url or emailed) and not kinds_named(turn.text)
                 and not _GRAMMAR_COMMAND.match(turn.text))
     if not anchored and routes.rivals(turn.text, match):
         return None

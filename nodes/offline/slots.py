@@ -38,6 +38,7 @@ __all__ = ["Missing", "fill_slots", "without_tool_clause"]
 
 _URL: Final = re.compile(r"https?://[^\s<>\"']+[^\s<>\"'.,!?)]")
 _EMAIL: Final = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_CONVERTED_TO: Final = re.compile(r"\b(?:to|into|in)\s+([a-z]+)\b", re.I)
 _CURRENCY_SIGNS: Final = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY"}
 _CURRENCY_WORDS: Final = {"usd": "USD", "dollar": "USD", "dollars": "USD", "bucks": "USD", "eur": "EUR", "euro": "EUR",
                           "euros": "EUR", "gbp": "GBP", "pound": "GBP", "pounds": "GBP", "quid": "GBP", "jpy": "JPY",
@@ -170,7 +171,7 @@ def _clean(value: str, tool: str = "") -> str:
         value = without_tool_clause(value, tool)
     while (stripped := _LEADING.sub("", value)) != value:
         value = stripped
-    value = re.sub(r"\s+\b(?:in|to|into|on|for|at|from|as)$", "", value.rstrip("?.!,"), flags=re.I)
+    value = re.sub(r"\s+\b(?:in|to|into|on|for|at|from|as|with|by)$", "", value.rstrip("?.!,"), flags=re.I)
     return _ARTICLE.sub("", value).strip()
 
 
@@ -250,7 +251,13 @@ def fill_slots(request: str, example: str, schema: Mapping[str, Any], *, given: 
                 currency_of_amount = currency_of_amount or currency
                 req.take(*span)
         elif lowered == "currency" and kind == "string":
-            if currency_of_amount:
+            # "convert 45 euros to dollars": a currency the request converts *to* is the field's;
+            # otherwise the amount's own ("log 12 euros for lunch").
+            target = _CONVERTED_TO.search(request)
+            if target is not None and _CURRENCY_WORDS.get(target.group(1).lower()) and req.free(*target.span()):
+                args[name] = _CURRENCY_WORDS[target.group(1).lower()]
+                req.take(*target.span())
+            elif currency_of_amount:
                 args[name] = currency_of_amount
         elif fmt in ("date", "date-time") or lowered in _DATE_NAMES:
             if found_when is not None and (fmt != "date-time" or found_when.at is not None):
