@@ -76,7 +76,7 @@ eval: setup
 	$(PY) -m tollgate.evals.honesty
 	$(PY) -m tollgate.evals.tasks
 
-## Benchmarks: Tollgate vs a bare LangChain agent, a bare FastAPI agent app on a 1 s model and `langgraph dev`, as ratios in one run (about 4 minutes; see bench/README.md).
+## Benchmarks: Tollgate vs a bare LangChain agent, a bare FastAPI agent app on a 1 s model and `langgraph dev`, and two servers on one database, as ratios in one run (about 9 minutes; see bench/README.md).
 bench: setup setup-studio
 	$(PY) -m bench
 

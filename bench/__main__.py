@@ -3,7 +3,7 @@
 ``--smoke`` runs every benchmark with tiny counts, all at once, so they cannot rot (part of
 ``make test``, about 7 s); its timings are not results, so it judges only the goals on counts
 (round trips, bytes, exactly-once runs), and it skips what the output says it skips. A full run
-takes about two minutes. Either exits non-zero when a goal on counts is missed. ``--profile``
+takes about nine minutes. Either exits non-zero when a goal on counts is missed. ``--profile``
 writes a pyinstrument HTML profile of this process (the in-process turns; servers and workers
 are separate processes).
 """
