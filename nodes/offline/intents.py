@@ -532,11 +532,10 @@ def _note(turn: Turn, routes: Routes) -> Plan:
     A notes write with a title and a body (the built-in's shape) keeps everything the request
     says after its lead ("jot down that ...", "note to self:") as the body, and its first words
     as the title: the content is never cut to the part that differs from an example."""
-    is_notes = lambda name: "note" in name.split("__", 1)[0].lower()  # noqa: E731
-    match = routes.best(turn.text, only=is_notes)
+    match = routes.best(turn.text, only=_is_notes)
     typed = turn.raw.strip()  # the note's words as typed, not as the request was normalised
     content = _NOTE_LEAD.sub("", typed, count=1).strip().rstrip(".!")
-    writer = next((e for e in routes.examples if is_notes(e.function) and _titled_body(e.parameters)), None)
+    writer = next((e for e in routes.examples if _is_notes(e.function) and _titled_body(e.parameters)), None)
     if writer is not None and content and content != typed.rstrip(".!"):
         words = content.split()
         title = " ".join(words[:_TITLE_WORDS]) + ("…" if len(words) > _TITLE_WORDS else "")
@@ -544,6 +543,10 @@ def _note(turn: Turn, routes: Routes) -> Plan:
     if match is not None and not any(k in match.example.function for k in ("list", "read", "archive")):
         return _direct(turn, match) or clarify("What should the note say?")
     return reply("I can't keep notes here. I can add it to your tasks or set a reminder if you like.")
+
+
+def _is_notes(function: str) -> bool:
+    return "note" in function.split("__", 1)[0].lower()
 
 
 def _titled_body(schema: Mapping[str, Any]) -> bool:
