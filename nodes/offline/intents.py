@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from tollgate.nodes.offline import events, mail, reminders, rules, todo
 from tollgate.nodes.offline.examples import Example, Match, fill, nearest
-from tollgate.nodes.offline.slots import Missing, fill_slots, without_tool_clause
+from tollgate.nodes.offline.slots import EMAIL, Missing, fill_slots, takes_email, without_tool_clause
 from tollgate.nodes.offline.functions import KNOWN
 from tollgate.nodes.offline.moods import Mood, is_standalone_no, is_yes, mood_of, small_talk_reply
 from tollgate.nodes.offline.plan import Call, Direct, Plan, Reply, Turn, clarify, reply
@@ -457,23 +457,15 @@ def _takes_url(example: Example) -> bool:
     return any(name == "url" or (p.get("format") == "uri") for name, p in props.items())
 
 
-_EMAIL_IN: Final = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
-
-
-def _takes_email(example: Example) -> bool:
-    props = example.parameters.get("properties") or {}
-    return any(name in ("email", "to", "recipient") or p.get("format") == "email" for name, p in props.items())
-
-
 def _by_example(turn: Turn, routes: Routes, *, anchored_only: bool) -> Plan | None:
     match = None
     if re.search(r"https?://", turn.text):
         # A request with an address is for a function that takes one (save this link), when there is one.
         takers = {e.function for e in routes.examples if _takes_url(e)}
         match = routes.best(turn.text, only=takers.__contains__)
-    if match is None and _EMAIL_IN.search(turn.text):
+    if match is None and EMAIL.search(turn.text):
         # A request with an e-mail address is for a function that takes one (share it with ...).
-        takers = {e.function for e in routes.examples if _takes_email(e)}
+        takers = {e.function for e in routes.examples if takes_email(e.parameters)}
         match = routes.best(turn.text, only=takers.__contains__) if takers else None
     if match is None:
         # A request that names a tool (or a value only it takes) is for that tool's functions.
@@ -486,7 +478,7 @@ def _by_example(turn: Turn, routes: Routes, *, anchored_only: bool) -> Plan | No
     if needs_url and "http" not in turn.text.lower():
         return None
     # Anchored: the request names the tool ("note", "weather"), or gives the address it reads.
-    emailed = _takes_email(match.example) and _EMAIL_IN.search(turn.text) is not None
+    emailed = takes_email(match.example.parameters) and EMAIL.search(turn.text) is not None
     anchored = ((_anchored(match.example, turn.text) or needs_url or emailed) and not kinds_named(turn.text)
                 and not _GRAMMAR_COMMAND.match(turn.text))
     if not anchored and routes.rivals(turn.text, match):

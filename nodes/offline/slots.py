@@ -34,10 +34,10 @@ from typing import Any, Final
 from tollgate.nodes.offline.examples import ABOUT, FILTER_FIELDS, PLACE_FIELDS, place_in
 from tollgate.nodes.offline.times import When
 
-__all__ = ["Missing", "fill_slots", "without_tool_clause"]
+__all__ = ["EMAIL", "Missing", "fill_slots", "takes_email", "without_tool_clause"]
 
 _URL: Final = re.compile(r"https?://[^\s<>\"']+[^\s<>\"'.,!?)]")
-_EMAIL: Final = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+EMAIL: Final = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _CONVERTED_TO: Final = re.compile(r"\b(?:to|into|in)\s+([a-z]+)\b", re.I)
 _CURRENCY_SIGNS: Final = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY"}
 _CURRENCY_WORDS: Final = {"usd": "USD", "dollar": "USD", "dollars": "USD", "bucks": "USD", "eur": "EUR", "euro": "EUR",
@@ -86,6 +86,15 @@ class Missing:
         """The one question that asks for it, by its name (its description after it, when it has one)."""
         asked = f"What {self.field.replace('_', ' ')} should I use?"
         return f"{asked} ({self.description.rstrip('.')}.)" if self.description else asked
+
+
+def _is_email_field(name: str, prop: Mapping[str, Any]) -> bool:
+    return _kind(prop).get("format") == "email" or name.lower() in _EMAIL_NAMES
+
+
+def takes_email(schema: Mapping[str, Any]) -> bool:
+    """Whether a function has a field the filler gives an e-mail address."""
+    return any(_is_email_field(str(name), prop) for name, prop in (schema.get("properties") or {}).items())
 
 
 def _kind(prop: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -186,7 +195,7 @@ def _after_cue(text: str, cues: Sequence[str]) -> str:
 def _stripped_example(example: str) -> str:
     """The example with its own typed values (addresses, numbers) cut out, to align text against."""
     text = _URL.sub(" ", example)
-    text = _EMAIL.sub(" ", text)
+    text = EMAIL.sub(" ", text)
     return re.sub(r"[$€£¥]?\d+(?:[.,]\d+)?", " ", text)
 
 
@@ -204,7 +213,7 @@ def fill_slots(request: str, example: str, schema: Mapping[str, Any], *, given: 
     args: dict[str, Any] = dict(given or {})
     req = _Request(request, [])
     # Addresses first: "https://news.example.org/today" holds no time phrase, whatever it spells.
-    addresses = [(m.start(), m.end()) for pattern in (_URL, _EMAIL) for m in pattern.finditer(request)]
+    addresses = [(m.start(), m.end()) for pattern in (_URL, EMAIL) for m in pattern.finditer(request)]
     blanked = "".join(" " if any(s <= i < e for s, e in addresses) else ch for i, ch in enumerate(request))
     takes_date = any(_kind(p).get("format") in ("date", "date-time") or str(n).lower() in _DATE_NAMES
                      for n, p in props.items())
@@ -228,8 +237,8 @@ def fill_slots(request: str, example: str, schema: Mapping[str, Any], *, given: 
             if url is not None:
                 args[name] = url.group(0)
                 req.take(url.start(), url.end())
-        elif fmt == "email" or lowered in _EMAIL_NAMES:
-            emails = [m for m in _EMAIL.finditer(request) if req.free(m.start(), m.end())]
+        elif _is_email_field(name, prop):
+            emails = [m for m in EMAIL.finditer(request) if req.free(m.start(), m.end())]
             if len(emails) == 1:
                 args[name] = emails[0].group(0)
                 req.take(emails[0].start(), emails[0].end())
