@@ -1,7 +1,7 @@
 """A small OpenAI-compatible server on loopback, answering ``/v1/chat/completions`` from a script.
 
-Real sockets, real HTTP: the ``langchain-openai`` client under test cannot tell it from a
-provider. Each request takes the next scripted step: a JSON completion, an SSE stream of
+Real sockets, real HTTP: Tollgate's Chat Completions client under test cannot tell it
+from a provider. Each request takes the next scripted step: a JSON completion, an SSE stream of
 chunks, an error status, or a hang (for timeouts). A completion asked for as a stream
 (``"stream": true``) is sent as a provider streams it: its text, then each tool call, as SSE
 chunks. Every request body is recorded.

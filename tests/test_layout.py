@@ -128,22 +128,23 @@ def test_strict_msgpack_is_on_before_langgraph_loads() -> None:
     assert _msgpack.STRICT_MSGPACK_ENABLED is True
 
 
-def test_a_process_without_a_model_provider_never_loads_the_openai_client() -> None:
-    """The server, a worker and the CLI start without ``openai`` (about 0.8 s of their start) until a
-    provider is configured; then ``build_model`` loads it."""
+def test_the_server_worker_and_cli_never_load_the_openai_sdk() -> None:
+    """Model calls are Tollgate's own Chat Completions client (graph.models.chat_completions): the
+    server, a worker and the CLI never import ``openai`` or ``langchain_openai`` (about 0.8 s of
+    a start, and the CPU per call that client saves), with or without a provider configured."""
     import subprocess
     import sys
 
     script = (
-        "import sys, cli, server, graph.app, graph.background.worker\n"
-        "from graph.models.llm import build_model\n"
-        "from graph.settings import Settings\n"
+        "import sys, tollgate.cli, tollgate.server, tollgate.graph.app, tollgate.graph.background.worker\n"
+        "from tollgate.graph.models.llm import build_model\n"
+        "from tollgate.graph.settings import Settings\n"
         "assert build_model(Settings(), 'picker', fallback=None) is None\n"
         "print(sorted(m for m in ('openai', 'langchain_openai') if m in sys.modules))\n"
-        "build_model(Settings(openai_base_url='http://127.0.0.1:9/v1', picker_model='m'), 'picker', fallback=None)\n"
+        "assert build_model(Settings(openai_base_url='http://127.0.0.1:9/v1', picker_model='m'), 'picker', fallback=None)\n"
         "print(sorted(m for m in ('openai', 'langchain_openai') if m in sys.modules))\n"
     )
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("OPENAI_", "TOLLGATE_"))}
     out = subprocess.run([sys.executable, "-c", script], cwd=_ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.splitlines() == ["[]", "['langchain_openai', 'openai']"]
+    assert out.stdout.splitlines() == ["[]", "[]"]

@@ -1,4 +1,4 @@
-"""The real client path: langchain-openai against an OpenAI-compatible server on loopback."""
+"""The real client path: the Chat Completions client against an OpenAI-compatible server on loopback."""
 
 from __future__ import annotations
 
@@ -291,9 +291,9 @@ async def test_the_app_closes_the_model_connections_it_opened_and_only_those(
         stub.push(tool_call("calendar__list", {"range": "today"}), text(""), sse_text(["Three things today."]))
         out = await app.runner.send(ctx, ctx.owner_id + "/closing", "what's on my calendar today?")
         assert out.outcome == "read"
-    assert picker.providers[0].model.http_async_client.is_closed  # type: ignore[attr-defined]
+    assert picker.providers[0].model.closed  # type: ignore[attr-defined]
     assert isinstance(given, ResilientChatModel)
-    assert not given.providers[0].model.http_async_client.is_closed  # type: ignore[attr-defined]
+    assert not given.providers[0].model.closed  # type: ignore[attr-defined]
 
 
 async def test_a_turn_cancelled_during_a_model_call_over_http_leaves_the_client_and_thread_usable(

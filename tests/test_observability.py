@@ -280,14 +280,15 @@ async def test_a_failing_provider_is_counted_by_provider_and_kind() -> None:
     """A provider that refuses connections: ``tollgate_model_errors_total`` counts it under its
     name and the failure kind (never its message), and the fallback answers."""
     from langchain_core.messages import AIMessage, HumanMessage
-    from langchain_openai import ChatOpenAI
+    from pydantic import SecretStr
 
+    from tollgate.graph.models.chat_completions import ChatCompletionsModel
     from tollgate.graph.models.resilient import Provider, ResilientChatModel
     from tollgate.graph.observe import metrics
     from tests.fakes import ScriptedModel
 
     closed = free_port()  # nothing listens there
-    down = ChatOpenAI(base_url=f"http://127.0.0.1:{closed}/v1", api_key="sk-never-logged", model="m", max_retries=0)
+    down = ChatCompletionsModel(base_url=f"http://127.0.0.1:{closed}/v1", api_key=SecretStr("sk-never-logged"), model="m")
     model = ResilientChatModel(providers=[Provider(name="lan-box", model=down, model_name="m")],
                                fallback=ScriptedModel(steps=[AIMessage(content="offline answer")]), max_attempts=1)
     before = _sample("tollgate_model_errors_total", provider="lan-box", kind="connection")
@@ -295,3 +296,4 @@ async def test_a_failing_provider_is_counted_by_provider_and_kind() -> None:
     assert answer.content == "offline answer"
     assert _sample("tollgate_model_errors_total", provider="lan-box", kind="connection") == before + 1
     assert "sk-never-logged" not in metrics.exposition().decode()
+    await down.aclose()

@@ -4,8 +4,8 @@
 * :mod:`graph.models.llm` — :func:`~graph.models.llm.build_model` and
   :func:`~graph.models.llm.close_model`.
 * :mod:`graph.models.resilient` — retries, then the next provider, then the fallback.
-* :mod:`graph.models.openai_client` — the ``langchain-openai`` client of one provider (imported
-  only when a provider is configured).
+* :mod:`graph.models.chat_completions` — the chat model of one provider: the Chat Completions
+  API over aiohttp.
 """
 
 __all__: list[str] = []

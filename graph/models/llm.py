@@ -1,11 +1,10 @@
-"""Chat models from settings: ``langchain-openai`` clients behind :class:`ResilientChatModel`."""
+"""Chat models from settings: Chat Completions clients behind :class:`ResilientChatModel`."""
 
 from __future__ import annotations
 
-from functools import partial
-
 from langchain_core.language_models import BaseChatModel
 
+from tollgate.graph.models.chat_completions import ChatCompletionsModel
 from tollgate.graph.models.model_settings import Role, resolve_providers
 from tollgate.graph.models.resilient import Provider, ResilientChatModel
 from tollgate.graph.settings import Settings
@@ -28,11 +27,10 @@ def build_model(settings: Settings, role: Role, *, fallback: BaseChatModel | Non
     )
     if not providers:
         return fallback
-    from tollgate.graph.models.openai_client import client, close  # only now: see graph.models.openai_client
-
-    chats = [(p, client(p)) for p in providers]
+    chats = [(p, ChatCompletionsModel(base_url=p.base_url, model=p.model, api_key=p.api_key, timeout=p.timeout_seconds))
+             for p in providers]
     return ResilientChatModel(
-        providers=[Provider(p.name, chat, p.model, p.strict, close=partial(close, chat)) for p, chat in chats],
+        providers=[Provider(p.name, chat, p.model, p.strict, close=chat.aclose) for p, chat in chats],
         fallback=fallback,
         max_attempts=settings.model_max_attempts,
         budget_seconds=settings.model_retry_budget_seconds,

@@ -27,6 +27,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from pydantic import ConfigDict
 from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
 
+from tollgate.graph.models.chat_completions import ProviderError
 from tollgate.graph.observe import metrics
 from tollgate.policies.errors import Unavailable
 
@@ -50,7 +51,7 @@ class Provider:
     name: str
     """Label for events and the usage ledger."""
     model: BaseChatModel
-    """The client (``ChatOpenAI`` against the endpoint)."""
+    """The client (:class:`~graph.models.chat_completions.ChatCompletionsModel` against the endpoint)."""
     model_name: str
     """The model the endpoint serves."""
     strict: bool = False
@@ -59,50 +60,19 @@ class Provider:
     """Closes the client's connections (``None``: nothing to close)."""
 
 
-# ``openai`` is imported where a failure is classified, not at module level: it takes about
-# 0.8 s to import, and a process without a configured provider (the offline picker) never
-# builds this model. Once a provider's client exists the module is loaded, so this costs nothing.
-
-
 def _retryable(exc: BaseException) -> bool:
-    import openai
-
-    if isinstance(exc, (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError)):
-        return True
-    if isinstance(exc, openai.APIConnectionError | httpx.TransportError):
-        return True
-    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
-
-
-def _refused_or_dropped(exc: BaseException) -> bool:
-    """Whether a connection was refused or dropped among ``exc``'s causes (a timeout is neither).
-
-    The SDK's aiohttp transport reports every failed connection as a connect timeout; what really
-    happened is further down the chain (``ConnectionRefusedError``, aiohttp's ``ServerDisconnectedError``).
-    """
-    import aiohttp
-
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, TimeoutError):
-            return False
-        if isinstance(seen, ConnectionError | aiohttp.ClientConnectionError):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    if isinstance(exc, ProviderError):
+        return exc.retryable
+    return isinstance(exc, TimeoutError | ConnectionError | httpx.TransportError)
 
 
 def failure_kind(exc: BaseException) -> str:
-    """A short, secret-free name for a provider failure."""
-    import openai
-
-    if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
-        return "connection" if _refused_or_dropped(exc) else "timeout"
-    if isinstance(exc, openai.RateLimitError):
-        return "rate_limited"
-    if isinstance(exc, openai.APIStatusError):
-        return f"http_{exc.status_code}"
-    if isinstance(exc, openai.APIConnectionError | httpx.TransportError):
+    """A short, secret-free name for a provider failure (its class's, for a model of another kind)."""
+    if isinstance(exc, ProviderError):
+        return exc.kind
+    if isinstance(exc, TimeoutError | httpx.TimeoutException):
+        return "timeout"
+    if isinstance(exc, ConnectionError | httpx.TransportError):
         return "connection"
     return type(exc).__name__
 
