@@ -38,10 +38,23 @@ class PatternRule:
     """Extra check on the matched text; a match that fails it is not a finding."""
 
 
+_CARD_GROUPS: Final = ((4, 6, 4), (4, 6, 5))
+"""How a card's digits are grouped when they are not fours (Diners Club's 14, American Express's 15)."""
+
+
+def _card_grouping(text: str) -> bool:
+    """Whether ``text``'s separators group its digits as a card's are printed: none at all, fours
+    (the last group shorter: 13 and 19 digits), or 4-6-4 and 4-6-5. Not a UUID's 8-4-4, which
+    an identifier of all digits in those groups would otherwise read as."""
+    groups = tuple(len(g) for g in text.replace(" ", "-").split("-"))
+    return len(groups) == 1 or groups in _CARD_GROUPS or (
+        all(g == 4 for g in groups[:-1]) and 1 <= groups[-1] <= 4)
+
+
 def _card(text: str) -> bool:
     digits = "".join(ch for ch in text if ch.isdigit())
     seps = {ch for ch in text if not ch.isdigit()}
-    if len(seps) > 1 or not 13 <= len(digits) <= 19 or len(set(digits)) == 1:
+    if len(seps) > 1 or not 13 <= len(digits) <= 19 or len(set(digits)) == 1 or not _card_grouping(text):
         return False
     # Issuer prefixes (ISO/IEC 7812 IINs) of the major networks; an order number that happens to
     # pass Luhn (one in ten do) rarely starts like a card as well.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import pickle
+import secrets
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -18,6 +19,7 @@ import psycopg
 import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from psycopg import AsyncConnection
+from stdnum import luhn
 
 from tollgate.graph.ledger.audit import AuditLeak, AuditRecord, append_audit, verify_chain
 from tollgate.graph.state import Context
@@ -293,6 +295,26 @@ async def test_a_tampered_checkpoint_is_refused_and_audited(
     assert [(r["decision"], r["reason"], r["code"], r["detail"]["blocked"]) for r in rows] == [
         ("refuse", "blocked_type", "permission_denied", ["os.system"])
     ]
+
+
+def _uuid_with_card_digits() -> str:
+    """A UUID-shaped thread id whose first three groups are a Luhn-valid Visa number (about one
+    random UUID in 10,000 is)."""
+    body = "4" + "".join(secrets.choice("0123456789") for _ in range(14))
+    digits = body + luhn.calc_check_digit(body)
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:]}-{secrets.token_hex(2)}-{secrets.token_hex(6)}"
+
+
+async def test_a_thread_id_whose_digits_read_like_a_card_number_still_runs_its_turns(
+    turns: Turns, model: ScriptedModel, ctx: Context, db: Database
+) -> None:
+    # Found under load: such a thread's audit record was refused as carrying a card number
+    # (AuditLeak), and the turn failed.
+    thread = _uuid_with_card_digits()
+    model.push(call("calendar__list", {"range": "today"}), say(""))
+    out = await turns.send(ctx, thread, "calendar today")
+    assert out.outcome == "read"
+    assert [r["decision"] for r in await _audit_rows(db, ctx.owner_id) if r["thread_id"] == thread]
 
 
 async def _audit_rows(db: Database, owner: str) -> list[dict[str, Any]]:

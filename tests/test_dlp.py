@@ -70,6 +70,9 @@ PEM = "-----BEGIN " + "RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq\n-----END RSA P
         pytest.param("5555-5555-5555-4444", "card_number", id="mastercard-dashed"),
         pytest.param("378282246310005", "card_number", id="amex-plain"),
         pytest.param("6011111111111117", "card_number", id="discover"),
+        pytest.param("Amex 3782 822463 10005", "card_number", id="amex-grouped-4-6-5"),
+        pytest.param("Diners 3056 930902 5904", "card_number", id="diners-grouped-4-6-4"),
+        pytest.param("4222 2222 2222 2", "card_number", id="visa-13-digits-grouped"),
         pytest.param("IBAN GB82 WEST 1234 5698 7654 32", "iban", id="iban-gb-spaced"),
         pytest.param("DE89370400440532013000", "iban", id="iban-de"),
         pytest.param("fr1420041010050500013m02606", "iban", id="iban-fr-lowercase"),
@@ -147,6 +150,9 @@ def _luhn_tail(prefix: str) -> str:
         pytest.param(f"Order {_luhn_tail('100000000000000')} confirmed", id="luhn-valid-order-number"),
         pytest.param(f"Tracking {_luhn_tail('99123456789012345')}", id="luhn-valid-tracking-number"),
         pytest.param("Ticket 550e8400-e29b-41d4-a716-446655440000 was closed", id="uuid"),
+        # A random thread id whose first groups are all digits and pass Luhn (about one in 10,000
+        # UUIDs): read as a Visa number, it failed the audit write of the turn that used it.
+        pytest.param("thread 48007391-3832-4972-abe5-62bce7517d36", id="uuid-with-card-like-digits"),
         pytest.param("Fixed in da39a3ee5e6b4b0d3255bfef95601890afd80709 (short: da39a3e)", id="git-sha"),
         pytest.param("sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", id="sha256-digest"),
         pytest.param("Call +33 1 42 68 53 00 or 555-0100 before 2026-12-01T09:00:00Z", id="phone-and-dates"),
