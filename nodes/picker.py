@@ -150,16 +150,17 @@ async def _answer(model: Runnable[Any, Any], messages: list[AnyMessage], config:
 
 async def _streamed(model: Runnable[Any, Any], messages: list[AnyMessage], config: RunnableConfig,
                     sink: EventSink) -> Any:
-    full: AIMessageChunk | None = None
+    chunks: list[AIMessageChunk] = []
     async for chunk in model.astream(messages, config):
         if not isinstance(chunk, AIMessageChunk):
             return chunk
-        full = chunk if full is None else full + chunk
+        chunks.append(chunk)
         if chunk.text:
             sink.emit("token_delta", text=chunk.text)
-    if full is None:
+    if not chunks:
         return AIMessage(content="")
-    return _strictly_parsed(full)
+    # Merged once at the end: adding each chunk to the sum so far builds a message per chunk.
+    return _strictly_parsed(chunks[0] + chunks[1:] if len(chunks) > 1 else chunks[0])
 
 
 def _strictly_parsed(full: AIMessageChunk) -> AIMessage:

@@ -270,12 +270,42 @@ class _Echo(ChatCompletionsModel):
     def __init__(self) -> None:
         super().__init__(base_url="http://127.0.0.1:9/v1", model="e")
 
-    async def _astream(self, *args: Any, **kwargs: Any) -> Any:
-        from langchain_core.outputs import ChatGenerationChunk
-
-        yield ChatGenerationChunk(message=AIMessageChunk(content="from the backup"))
+    async def astream_answer(self, *args: Any, **kwargs: Any) -> Any:
+        yield AIMessageChunk(content="from the backup")
 
 
 def _tool(name: str) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name, "description": "d",
                                              "parameters": {"type": "object", "properties": {}, "additionalProperties": False}}}
+
+
+async def test_the_resilient_model_is_one_run_per_answer_and_sends_a_strict_providers_tools_strict(
+    server: _Server,
+) -> None:
+    """Callbacks (LangGraph's message stream among them) see one model run and each token once;
+    a strict provider gets the bound tools in their strict form, the same on every call."""
+    from langchain_core.callbacks import AsyncCallbackHandler
+
+    class Counting(AsyncCallbackHandler):
+        def __init__(self) -> None:
+            self.starts = 0
+            self.tokens: list[str] = []
+
+        async def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+            self.starts += 1
+
+        async def on_llm_new_token(self, token: str, **kwargs: Any) -> None:
+            self.tokens.append(token)
+
+    server.answer = _sse(_delta({"content": "one "}), _delta({"content": "two"}, "stop"), b"data: [DONE]\n\n")
+    client = _model(server)
+    chain = ResilientChatModel(providers=[Provider("strict-box", client, "m", strict=True)]).bind_tools([_tool("a__b")])
+    counting = Counting()
+    for _ in range(2):
+        async for _chunk in chain.astream([HumanMessage("hi")], {"callbacks": [counting]}):
+            pass
+    assert counting.starts == 2
+    assert "".join(counting.tokens) == "one twoone two"
+    sent = [body["tools"] for body in server.bodies]
+    assert sent[0] == sent[1] and sent[0][0]["function"]["strict"] is True
+    await client.aclose()

@@ -297,3 +297,33 @@ async def test_a_failing_provider_is_counted_by_provider_and_kind() -> None:
     assert _sample("tollgate_model_errors_total", provider="lan-box", kind="connection") == before + 1
     assert "sk-never-logged" not in metrics.exposition().decode()
     await down.aclose()
+
+
+async def test_a_run_that_is_not_recorded_makes_no_spans_below_its_own(
+    turns: Any, model: Any, ctx: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no exporter set (this process installs none), a turn's nodes, tool and model calls
+    start no spans at all, not even the API's no-op ones; what they count still counts."""
+    from opentelemetry import trace
+
+    from tollgate.graph.observe import tracing
+    from tests.fakes import call, say
+
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)  # no SDK here: nothing records
+    started: list[str] = []
+
+    class Counting:
+        def start_span(self, name: str, **kwargs: Any) -> Any:  # the run's own span, always made
+            return trace.get_tracer("tollgate").start_span(name, **kwargs)
+
+        def start_as_current_span(self, name: str, **kwargs: Any) -> Any:
+            started.append(name)
+            return trace.get_tracer("tollgate").start_as_current_span(name, **kwargs)
+
+    monkeypatch.setattr(tracing, "_tracer", Counting())
+    before = _sample("tollgate_tool_call_seconds_count", tool="calendar", outcome="ok")
+    model.push(call("calendar__list", {"range": "today"}), say(""))
+    out = await turns.send(ctx, ctx.owner_id + "/untraced", "calendar today")
+    assert out.outcome == "read"
+    assert started == []
+    assert _sample("tollgate_tool_call_seconds_count", tool="calendar", outcome="ok") == before + 1

@@ -207,16 +207,22 @@ class ChatCompletionsModel(BaseChatModel):
         key = self.api_key.get_secret_value() if self.api_key is not None else "not-needed"
         return {"Authorization": f"Bearer {key}", "Content-Type": "application/json", "Accept": "application/json"}
 
-    def bind_tools(self, tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool], *,
-                   strict: bool | None = None, **kwargs: Any) -> Runnable[LanguageModelInput, AIMessage]:
-        """Bind ``tools`` in the API's function format (strict mode marked on each, with ``strict``)."""
+    @staticmethod
+    def tool_schemas(tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool], *,
+                     strict: bool | None = None) -> list[dict[str, Any]]:
+        """``tools`` in the API's function format (strict mode marked on each, with ``strict``)."""
         formatted = []
         for tool in tools:
             schema = convert_to_openai_tool(tool, strict=strict)
             if strict is not None and schema.get("type") == "function":
                 schema = {**schema, "function": {**schema["function"], "strict": strict}}
             formatted.append(schema)
-        return self.bind(tools=formatted, **kwargs)
+        return formatted
+
+    def bind_tools(self, tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool], *,
+                   strict: bool | None = None, **kwargs: Any) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind ``tools`` in the API's function format (see :meth:`tool_schemas`)."""
+        return self.bind(tools=self.tool_schemas(tools, strict=strict), **kwargs)
 
     def _body(self, messages: list[BaseMessage], stop: list[str] | None, stream: bool, kwargs: dict[str, Any]) -> bytes:
         body: dict[str, Any] = {"model": self.model, "messages": convert_to_openai_messages(messages, text_format="string"),
@@ -291,11 +297,14 @@ class ChatCompletionsModel(BaseChatModel):
         if buffer:
             yield bytes(buffer)
 
-    async def _agenerate(
-        self, messages: list[BaseMessage], stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any,
-    ) -> ChatResult:
-        response = await self._post(self._body(messages, stop, False, kwargs))
+    async def aanswer(self, messages: list[BaseMessage], *, stop: list[str] | None = None,
+                      **params: Any) -> AIMessage:
+        """The whole answer to ``messages``; ``params`` go into the request as they are (``tools``
+        in the API's format: :meth:`tool_schemas`). Raises :class:`ProviderError`.
+
+        No LangChain run of its own (no callbacks, no tracing): for a caller that is one already,
+        as :class:`~graph.models.resilient.ResilientChatModel` is."""
+        response = await self._post(self._body(messages, stop, False, params))
         try:
             raw = b"".join([part async for part in self._parts(response)])
         finally:
@@ -304,30 +313,25 @@ class ChatCompletionsModel(BaseChatModel):
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise _bad_answer() from exc
-        return ChatResult(generations=[ChatGeneration(message=_message(body))])
+        return _message(body)
 
-    async def _astream(
-        self, messages: list[BaseMessage], stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any,
-    ) -> AsyncIterator[ChatGenerationChunk]:
-        response = await self._post(self._body(messages, stop, True, kwargs))
+    async def astream_answer(self, messages: list[BaseMessage], *, stop: list[str] | None = None,
+                             **params: Any) -> AsyncIterator[AIMessageChunk]:
+        """The answer to ``messages`` as it streams, as :meth:`aanswer` (no run of its own)."""
+        response = await self._post(self._body(messages, stop, True, params))
         try:
             async for data in _events(self._lines(response)):
                 message = _chunk(data)
-                if message is None:
-                    continue
-                yield ChatGenerationChunk(message=message)
+                if message is not None:
+                    yield message
         finally:
             # A stream read to its end leaves its connection to the pool; one cut short closes it.
             response.close() if not response.content.at_eof() else response.release()
 
-    def _generate(
-        self, messages: list[BaseMessage], stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any,
-    ) -> ChatResult:
-        """The same call for synchronous callers (scripts, notebooks), over httpx."""
+    def answer(self, messages: list[BaseMessage], *, stop: list[str] | None = None, **params: Any) -> AIMessage:
+        """:meth:`aanswer` for synchronous callers (scripts, notebooks), over httpx."""
         try:
-            response = httpx.post(self._url, content=self._body(messages, stop, False, kwargs), headers=self._headers(),
+            response = httpx.post(self._url, content=self._body(messages, stop, False, params), headers=self._headers(),
                                   timeout=self.timeout)
         except httpx.TimeoutException as exc:
             raise ProviderError("timeout", retryable=True) from exc
@@ -339,4 +343,23 @@ class ChatCompletionsModel(BaseChatModel):
             body = orjson.loads(response.content)
         except orjson.JSONDecodeError as exc:
             raise _bad_answer() from exc
-        return ChatResult(generations=[ChatGeneration(message=_message(body))])
+        return _message(body)
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=await self.aanswer(messages, stop=stop, **kwargs))])
+
+    async def _astream(
+        self, messages: list[BaseMessage], stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        async for message in self.astream_answer(messages, stop=stop, **kwargs):
+            yield ChatGenerationChunk(message=message)
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self.answer(messages, stop=stop, **kwargs))])

@@ -27,7 +27,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from pydantic import ConfigDict
 from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
 
-from tollgate.graph.models.chat_completions import ProviderError
+from tollgate.graph.models.chat_completions import ChatCompletionsModel, ProviderError
 from tollgate.graph.observe import metrics
 from tollgate.policies.errors import Unavailable
 
@@ -50,8 +50,8 @@ class Provider:
 
     name: str
     """Label for events and the usage ledger."""
-    model: BaseChatModel
-    """The client (:class:`~graph.models.chat_completions.ChatCompletionsModel` against the endpoint)."""
+    model: ChatCompletionsModel
+    """The client of the endpoint."""
     model_name: str
     """The model the endpoint serves."""
     strict: bool = False
@@ -78,7 +78,12 @@ def failure_kind(exc: BaseException) -> str:
 
 
 class ResilientChatModel(BaseChatModel):
-    """Tries each provider in order (with retries), then the fallback model."""
+    """Tries each provider in order (with retries), then the fallback model.
+
+    One LangChain run per answer, this model's: it calls its providers' clients directly
+    (:meth:`~graph.models.chat_completions.ChatCompletionsModel.astream_answer`) rather than
+    through a second chat model run of their own (its config, callbacks and chunk merging).
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -98,8 +103,8 @@ class ResilientChatModel(BaseChatModel):
         return "tollgate-resilient"
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
-        """Remember the tools; each provider binds them itself (strict where configured)."""
-        return self.bind(tools=list(tools), **kwargs)
+        """Bind ``tools`` in the API's function format; a strict provider gets their strict form."""
+        return self.bind(tools=ChatCompletionsModel.tool_schemas(tools), **kwargs)
 
     async def aclose(self) -> None:
         """Close every provider's connections; the model cannot call them afterwards."""
@@ -119,14 +124,15 @@ class ResilientChatModel(BaseChatModel):
         return AsyncRetrying(**self._retry_policy())
 
     @staticmethod
-    def _bound(provider: Provider, tools: list[Any] | None) -> Any:
+    def _params(provider: Provider, tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+        """The request's ``tools`` for ``provider``: the bound ones, or their strict form."""
         if not tools:
-            return provider.model
+            return {}
         if provider.strict:
             from tollgate.tools.registry import strict_function_schema
 
-            return provider.model.bind_tools([strict_function_schema(t) for t in tools], strict=True)
-        return provider.model.bind_tools(tools)
+            return {"tools": ChatCompletionsModel.tool_schemas([strict_function_schema(t) for t in tools], strict=True)}
+        return {"tools": tools}
 
     @staticmethod
     def _mark(message: BaseMessage, provider: str, model: str, failures: list[dict[str, str]]) -> None:
@@ -156,11 +162,11 @@ class ResilientChatModel(BaseChatModel):
         tools: list[Any] | None = kwargs.get("tools")
         failures: list[dict[str, str]] = []
         for provider in self.providers:
-            runnable = self._bound(provider, tools)
+            params = self._params(provider, tools)
             try:
                 for attempt in Retrying(**self._retry_policy()):
                     with attempt:
-                        message = runnable.invoke(messages)
+                        message = provider.model.answer(messages, stop=stop, **params)
             except Exception as exc:  # noqa: BLE001 - any provider failure moves to the next one
                 self._failed(failures, provider.name, exc)
                 continue
@@ -177,11 +183,11 @@ class ResilientChatModel(BaseChatModel):
         tools: list[Any] | None = kwargs.get("tools")
         failures: list[dict[str, str]] = []
         for provider in self.providers:
-            runnable = self._bound(provider, tools)
+            params = self._params(provider, tools)
             try:
                 async for attempt in self._retrying():
                     with attempt:
-                        message = await runnable.ainvoke(messages)
+                        message = await provider.model.aanswer(messages, stop=stop, **params)
             except Exception as exc:  # noqa: BLE001 - any provider failure moves to the next one
                 self._failed(failures, provider.name, exc)
                 continue
@@ -200,14 +206,15 @@ class ResilientChatModel(BaseChatModel):
         tools: list[Any] | None = kwargs.get("tools")
         failures: list[dict[str, str]] = []
         for provider in self.providers:
-            stream: AsyncIterator[Any] | None = None
+            stream: AsyncIterator[AIMessageChunk] | None = None
             first: Any = None
+            params = self._params(provider, tools)
             try:
                 async for attempt in self._retrying():
                     with attempt:
                         # Retrying is only safe until the first token: open the stream and
                         # read one chunk inside the retry; afterwards a failure propagates.
-                        stream = self._bound(provider, tools).astream(messages).__aiter__()
+                        stream = provider.model.astream_answer(messages, stop=stop, **params).__aiter__()
                         first = await stream.__anext__()
             except StopAsyncIteration:
                 first, stream = AIMessageChunk(content=""), None

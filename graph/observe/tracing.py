@@ -10,7 +10,7 @@ an argument value or a message's text.
 Export: :func:`configure_tracing` sets up the SDK with the OTLP/HTTP exporter when the standard
 variables name an endpoint (``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``..._TRACES_ENDPOINT``; headers,
 timeout, ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES`` and ``OTEL_SDK_DISABLED`` as the SDK
-reads them). Unset, spans are the API's no-op ones and cost next to nothing.
+reads them). Unset, nothing is recorded, and a run makes no spans below its own (see ``_recording``).
 """
 
 from __future__ import annotations
@@ -166,23 +166,7 @@ def node(name: str, fn: NodeFn) -> NodeFn:
         if found is not None:  # a resumed run learns its turn and approval from the state
             _note(found, "", {"turn_id": found.turn or state.get("turn_id"),
                               "approval_request": None if found.approval else state.get("approval_request")})
-        link = link_of(state.get("trace_link")) if name == "approval" else None
-        current = trace.get_current_span()
-        if link is not None and link.context.span_id != current.get_span_context().span_id:
-            current.add_link(link.context, link.attributes)
-        with _tracer.start_as_current_span(
-            "tollgate.node", attributes={"tollgate.node": name}, links=[link] if link else None,
-            record_exception=False, set_status_on_exception=False,
-        ) as span:
-            try:
-                update = await fn(state, runtime, config)
-            except GraphBubbleUp:
-                span.set_attribute("tollgate.interrupted", True)
-                raise
-            except BaseException as exc:
-                if not isinstance(exc, asyncio.CancelledError):
-                    span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
-                raise
+        update = await (_in_span(name, fn, state, runtime, config) if _recording() else fn(state, runtime, config))
         if found is not None and isinstance(update, Mapping):
             _note(found, name, update)
             if name == "propose" and update.get("approval_request") is not None:
@@ -194,6 +178,35 @@ def node(name: str, fn: NodeFn) -> NodeFn:
     traced.__name__ = traced.__qualname__ = name
     traced.__doc__ = fn.__doc__
     return traced
+
+
+async def _in_span(name: str, fn: NodeFn, state: Any, runtime: Runtime[Any], config: RunnableConfig) -> dict[str, Any]:
+    """``fn`` run inside its ``tollgate.node`` span (a resumed approval's run linked to the asking one)."""
+    link = link_of(state.get("trace_link")) if name == "approval" else None
+    current = trace.get_current_span()
+    if link is not None and link.context.span_id != current.get_span_context().span_id:
+        current.add_link(link.context, link.attributes)
+    with _tracer.start_as_current_span(
+        "tollgate.node", attributes={"tollgate.node": name}, links=[link] if link else None,
+        record_exception=False, set_status_on_exception=False,
+    ) as span:
+        try:
+            return await fn(state, runtime, config)
+        except GraphBubbleUp:
+            span.set_attribute("tollgate.interrupted", True)
+            raise
+        except BaseException as exc:
+            if not isinstance(exc, asyncio.CancelledError):
+                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            raise
+
+
+def _recording() -> bool:
+    """Whether the run's span records. When it does not (no exporter set, or the run sampled out),
+    its nodes, tool and model calls make no spans of their own: a child of a span that is not
+    recorded is not recorded either (the SDK's default, parent-based sampling), and entering even
+    the API's no-op span costs a context switch per node (about 3 % of a busy server's CPU)."""
+    return trace.get_current_span().is_recording()
 
 
 def _note(found: scope.Scope, name: str, update: Mapping[str, Any]) -> None:
@@ -225,13 +238,23 @@ class _Call:
 
 
 @contextmanager
+def _span(name: str, kind: SpanKind, attributes: dict[str, str | bool]) -> Iterator[Span]:
+    """A current child span named ``name``; the no-op span when the run's is not recorded (see :func:`_recording`)."""
+    if not _recording():
+        yield trace.INVALID_SPAN
+        return
+    with _tracer.start_as_current_span(name, kind=kind, attributes=attributes, record_exception=False,
+                                       set_status_on_exception=False) as span:
+        yield span
+
+
+@contextmanager
 def tool_call(tool: str, action: str, tier: str, *, writes: bool) -> Iterator[_Call]:
     """A ``tollgate.tool`` span around one tool call; the block sets ``call.outcome`` (``ok``, an
     error code, ``replayed``). Timed into ``tollgate_tool_call_seconds``."""
     started = time.perf_counter()
-    with _tracer.start_as_current_span("tollgate.tool", record_exception=False, set_status_on_exception=False,
-                                       attributes={"tollgate.tool": tool, "tollgate.action": action,
-                                                   "tollgate.tier": tier, "tollgate.writes": writes}) as span:
+    with _span("tollgate.tool", SpanKind.INTERNAL, {"tollgate.tool": tool, "tollgate.action": action,
+                                                    "tollgate.tier": tier, "tollgate.writes": writes}) as span:
         call = _Call(span)
         try:
             yield call
@@ -251,9 +274,7 @@ def model_call(role: str) -> Iterator[_Call]:
     """A ``tollgate.model`` span around one model answer of ``role`` (picker, naturalizer); the
     block calls :func:`answered` with the answer. Timed into ``tollgate_model_call_seconds``."""
     started = time.perf_counter()
-    with _tracer.start_as_current_span("tollgate.model", kind=SpanKind.CLIENT, record_exception=False,
-                                       set_status_on_exception=False,
-                                       attributes={"gen_ai.operation.name": "chat", "tollgate.role": role}) as span:
+    with _span("tollgate.model", SpanKind.CLIENT, {"gen_ai.operation.name": "chat", "tollgate.role": role}) as span:
         call = _Call(span)
         call.role = role
         try:
