@@ -25,7 +25,7 @@ import tollgate.graph._env  # noqa: F401
 from bench.env import Env, start_env
 from bench.rows import Row
 from tollgate.graph.process import event_loop
-from tollgate.graph.process.gc_tuning import freeze_startup_objects
+from tollgate.graph.process.gc_tuning import tune_collector
 
 Suite = Callable[..., Awaitable[list[Row]]]
 
@@ -81,7 +81,7 @@ async def _main(env: Env, suites: list[Suite], smoke: bool, only: set[str], prof
         profiler.start()
     # As a Tollgate process does once it has started (graph.app.open_app): both sides of every
     # in-process comparison run in this process, so they share the same collector settings.
-    freeze_startup_objects()
+    tune_collector()
     rows = await _run(env, suites, smoke, only)
     if profiler is not None and profile is not None:
         profiler.stop()

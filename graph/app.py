@@ -12,7 +12,7 @@ from langchain_core.language_models import BaseChatModel
 from tollgate.graph.models.llm import build_model, close_model
 from tollgate.tools.perimeter.config import egress_client
 from tollgate.graph.perimeter.credentials import CredentialStore, credentials_cipher
-from tollgate.graph.process.gc_tuning import freeze_startup_objects
+from tollgate.graph.process.gc_tuning import tune_collector
 from tollgate.graph.runner import TurnRunner
 from tollgate.graph.services import Hooks, Services, utc_now
 from tollgate.graph.settings import Settings
@@ -145,7 +145,7 @@ async def open_app(
         await apply_tool_migrations(db, services.registry)
         saver = await open_checkpointer(db)
         graph = build_graph(services, checkpointer=saver)
-        freeze_startup_objects()  # the first app of a process: its start-up objects leave the collector's scans
+        tune_collector()  # the first app of a process: start-up objects frozen, young collections rarer
         try:
             yield App(services=services, runner=TurnRunner(graph, services))
         finally:

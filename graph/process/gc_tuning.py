@@ -1,27 +1,44 @@
-"""Garbage collection in a process that runs turns: start-up objects are frozen once.
+"""Garbage collection in a process that runs turns: start-up objects frozen, young objects left to die young.
 
-After start-up a Tollgate process holds over 200,000 objects (modules, pydantic schemas, the
-compiled graph, the registry) that live as long as the process. CPython's full collection
-rescans every one of them: about 100 ms on a 2-core machine, every few hundred turns, a stall
-for every turn in flight. :func:`gc.freeze` moves what exists at that point out of the
-collector's reach for good, so full collections only scan what turns allocate.
+Two costs of CPython's collector grow with the turns in flight, and both are cut once per process
+by :func:`tune_collector`:
+
+* After start-up a Tollgate process holds over 200,000 objects (modules, pydantic schemas, the
+  compiled graph, the registry) that live as long as the process. A full collection rescans every
+  one of them. :func:`gc.freeze` moves what exists at that point out of the collector's reach for
+  good, so full collections only scan what turns allocate.
+* A turn's objects live as long as it waits on its model: seconds. With CPython's thresholds
+  (a young collection every 700 allocations, a middle one every 10 of those), a busy server
+  collects dozens of times during each turn, so every turn in flight has its objects promoted to
+  the oldest generation, and full collections, which scan all of them, come every second or two.
+  At 1,000 concurrent conversations that was over a third of the server's CPU (each full
+  collection about 0.4 s); collecting the young generation every 10,000 allocations and the
+  middle one every 20 of those lets a turn's objects die before they are promoted. Measured in
+  ``bench/README.md``. Garbage without cycles is still freed at once, by reference counting;
+  cyclic garbage waits at most one young collection longer.
 """
 
 from __future__ import annotations
 
 import gc
+from typing import Final
 
-__all__ = ["freeze_startup_objects"]
+__all__ = ["THRESHOLDS", "tune_collector"]
 
-_frozen = False
+THRESHOLDS: Final = (10_000, 20, 10)
+"""``gc.set_threshold``'s three numbers for a process that runs turns (CPython's: 700, 10, 10)."""
+
+_tuned = False
 
 
-def freeze_startup_objects() -> bool:
-    """Collect once, then freeze every object alive now (once per process); whether this call froze."""
-    global _frozen
-    if _frozen:
+def tune_collector() -> bool:
+    """Once per process: collect, freeze every object alive now, and set :data:`THRESHOLDS`;
+    whether this call did it (later calls do nothing)."""
+    global _tuned
+    if _tuned:
         return False
-    _frozen = True
+    _tuned = True
     gc.collect()  # cyclic garbage of start-up is freed first, not frozen with the rest
     gc.freeze()
+    gc.set_threshold(*THRESHOLDS)
     return True
