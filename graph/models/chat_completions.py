@@ -5,11 +5,10 @@ small protocol: one ``POST {base_url}/chat/completions`` of JSON, answered with 
 completion or, with ``"stream": true``, with server-sent ``data:`` lines ending in ``[DONE]``.
 
 Why not the OpenAI SDK through ``langchain-openai``, as before: on a server with many turns in
-flight the model calls were the largest part of its CPU. A streamed call through them costs
-about 4 ms of CPU against 0.3 ms for the HTTP exchange itself (the SDK walks every request
-against its typed parameters and builds a pydantic model per chunk, LangChain converts each
-chunk twice); measured in ``bench/README.md``. This client sends the request as built and reads
-each chunk once.
+flight the model calls were the largest part of its CPU, most of it not the HTTP exchange (the
+SDK walks every request against its typed parameters and builds a pydantic model per chunk,
+LangChain converts each chunk twice; measured in ``bench/README.md``). This client sends the
+request as built and reads each chunk once.
 
 What it promises:
 

@@ -10,12 +10,11 @@ by :func:`tune_collector`:
 * A turn's objects live as long as it waits on its model: seconds. With CPython's thresholds
   (a young collection every 700 allocations, a middle one every 10 of those), a busy server
   collects dozens of times during each turn, so every turn in flight has its objects promoted to
-  the oldest generation, and full collections, which scan all of them, come every second or two.
-  At 1,000 concurrent conversations that was over a third of the server's CPU (each full
-  collection about 0.4 s); collecting the young generation every 10,000 allocations and the
-  middle one every 20 of those lets a turn's objects die before they are promoted. Measured in
-  ``bench/README.md``. Garbage without cycles is still freed at once, by reference counting;
-  cyclic garbage waits at most one young collection longer.
+  the oldest generation, and full collections, which scan all of them, come often and last
+  long. Collecting the young generation every 10,000 allocations and the middle one every 20 of
+  those lets a turn's objects die before they are promoted (measured in ``bench/README.md``).
+  Garbage without cycles is still freed at once, by reference counting; cyclic garbage waits at
+  most one young collection longer.
 """
 
 from __future__ import annotations
