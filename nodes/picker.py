@@ -11,7 +11,6 @@ clarify. The model never sets identity or tier: no schema has such a field, and 
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -22,13 +21,13 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage, AIMessageChunk, AnyMessage, BaseMessage, HumanMessage, ToolMessage, message_chunk_to_message,
 )
-from langchain_core.messages.tool import InvalidToolCall, ToolCall, invalid_tool_call, tool_call
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import Runtime
 
 from tollgate.graph.events import EventSink
 from tollgate.graph.ledger.audit import AuditRecord, append_audit
 from tollgate.graph.models.resilient import ModelsUnavailable
+from tollgate.graph.models.tool_calls import parsed_calls
 from tollgate.graph.observe import tracing
 from tollgate.graph.services import Services, ServicesProvider
 from tollgate.graph.state import CallRecord, Context, Gate, Plan, RecentList, TurnState
@@ -170,18 +169,8 @@ def _strictly_parsed(full: AIMessageChunk) -> AIMessage:
     ``{"to": ["sam@`` would read as a whole call), where a call whose arguments are not a whole
     JSON object must be refused as invalid, as it is when the answer comes unstreamed.
     """
-    calls: list[ToolCall] = []
-    invalid: list[InvalidToolCall] = []
-    for piece in full.tool_call_chunks:
-        name, raw, call_id = piece.get("name") or "", piece.get("args") or "", piece.get("id")
-        try:
-            args = json.loads(raw) if raw.strip() else {}
-        except (ValueError, RecursionError):  # not JSON, or nested past what the parser takes
-            args = None
-        if isinstance(args, dict):
-            calls.append(tool_call(name=name, args=args, id=call_id))
-        else:
-            invalid.append(invalid_tool_call(name=name, args=raw, id=call_id, error="arguments are not a JSON object"))
+    calls, invalid = parsed_calls((piece.get("name") or "", piece.get("args") or "", piece.get("id"))
+                                  for piece in full.tool_call_chunks)
     message = message_chunk_to_message(full)
     return message.model_copy(update={"tool_calls": calls, "invalid_tool_calls": invalid})
 

@@ -170,6 +170,27 @@ async def test_arguments_that_are_not_a_json_object_are_an_invalid_call_never_re
     await model.aclose()
 
 
+async def test_a_whole_answers_arguments_are_read_as_the_streamed_ones_are_an_integer_of_any_size_exact(
+    server: _Server,
+) -> None:
+    """A whole completion's arguments go through the same parse as a stream's (the picker's): an
+    integer past 64 bits keeps its value rather than turning into a float."""
+    big = 123456789012345678901234567890
+
+    async def whole(request: web.Request) -> web.Response:
+        arguments = '{"amount": ' + str(big) + "}"
+        return web.json_response({"model": "m", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": None, "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "pay__send", "arguments": arguments}}]}}]})
+
+    server.answer = whole
+    model = _model(server)
+    answer = await model.ainvoke([HumanMessage("hi")])
+    assert answer.tool_calls[0]["args"] == {"amount": big}
+    assert isinstance(answer.tool_calls[0]["args"]["amount"], int)
+    await model.aclose()
+
+
 @pytest.mark.parametrize(("code", "kind", "retryable"), [
     (401, "http_401", False), (404, "http_404", False), (429, "rate_limited", True), (500, "http_500", True),
     (503, "http_503", True),

@@ -6,6 +6,8 @@
 * :mod:`graph.models.resilient` — retries, then the next provider, then the fallback.
 * :mod:`graph.models.chat_completions` — the chat model of one provider: the Chat Completions
   API over aiohttp.
+* :mod:`graph.models.tool_calls` — a tool call from its raw parts (arguments a JSON object, or
+  an invalid call), for whole and streamed answers alike.
 """
 
 __all__: list[str] = []

@@ -38,12 +38,14 @@ import orjson
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, convert_to_openai_messages
-from langchain_core.messages.tool import invalid_tool_call, tool_call, tool_call_chunk
+from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, PrivateAttr, SecretStr
+
+from tollgate.graph.models.tool_calls import parsed_calls
 
 __all__ = ["ChatCompletionsModel", "ProviderError"]
 
@@ -74,23 +76,6 @@ def _bad_answer() -> ProviderError:
     return ProviderError("bad_answer", retryable=False)
 
 
-def _calls(raw_calls: list[dict[str, Any]]) -> tuple[list[Any], list[Any]]:
-    """A whole answer's tool calls: those whose arguments are a JSON object, and the others (invalid)."""
-    calls, invalid = [], []
-    for raw in raw_calls:
-        function = raw.get("function") or {}
-        name, arguments, call_id = function.get("name") or "", function.get("arguments") or "", raw.get("id")
-        try:
-            args = orjson.loads(arguments) if arguments.strip() else {}
-        except orjson.JSONDecodeError:
-            args = None
-        if isinstance(args, dict):
-            calls.append(tool_call(name=name, args=args, id=call_id))
-        else:
-            invalid.append(invalid_tool_call(name=name, args=arguments, id=call_id, error="arguments are not a JSON object"))
-    return calls, invalid
-
-
 def _usage(block: Any) -> dict[str, int] | None:
     if not isinstance(block, dict):
         return None
@@ -111,7 +96,9 @@ def _message(body: Any) -> AIMessage:
         content = message.get("content") or ""
         if not isinstance(content, str):
             raise TypeError("content")
-        calls, invalid = _calls(message.get("tool_calls") or [])
+        calls, invalid = parsed_calls(((c.get("function") or {}).get("name") or "",
+                                       (c.get("function") or {}).get("arguments") or "", c.get("id"))
+                                      for c in message.get("tool_calls") or [])
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
         raise _bad_answer() from exc
     return AIMessage(content=content, tool_calls=calls, invalid_tool_calls=invalid,
