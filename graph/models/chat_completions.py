@@ -147,15 +147,17 @@ async def _events(lines: AsyncIterator[bytes]) -> AsyncIterator[Any]:
         payload, data = b"\n".join(data), []
         if payload == b"[DONE]":
             return
-        try:
-            yield orjson.loads(payload)
-        except orjson.JSONDecodeError as exc:
-            raise _bad_answer() from exc
-    if data and b"\n".join(data) != b"[DONE]":
-        try:
-            yield orjson.loads(b"\n".join(data))
-        except orjson.JSONDecodeError as exc:
-            raise _bad_answer() from exc
+        yield _json(payload)
+    if data and b"\n".join(data) != b"[DONE]":  # a last event the stream ended without its blank line
+        yield _json(b"\n".join(data))
+
+
+def _json(payload: bytes) -> Any:
+    """``payload`` parsed; ``bad_answer`` when it is not JSON."""
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        raise _bad_answer() from exc
 
 
 class ChatCompletionsModel(BaseChatModel):
@@ -295,11 +297,7 @@ class ChatCompletionsModel(BaseChatModel):
             raw = b"".join([part async for part in self._parts(response)])
         finally:
             response.release()
-        try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise _bad_answer() from exc
-        return _message(body)
+        return _message(_json(raw))
 
     async def astream_answer(self, messages: list[BaseMessage], *, stop: list[str] | None = None,
                              **params: Any) -> AsyncIterator[AIMessageChunk]:
@@ -325,11 +323,7 @@ class ChatCompletionsModel(BaseChatModel):
             raise ProviderError("connection", retryable=True) from exc
         if response.status_code != 200:
             raise _status_error(response.status_code)
-        try:
-            body = orjson.loads(response.content)
-        except orjson.JSONDecodeError as exc:
-            raise _bad_answer() from exc
-        return _message(body)
+        return _message(_json(response.content))
 
     async def _agenerate(
         self, messages: list[BaseMessage], stop: list[str] | None = None,

@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
@@ -61,20 +60,13 @@ class Provider:
 
 
 def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, ProviderError):
-        return exc.retryable
-    return isinstance(exc, TimeoutError | ConnectionError | httpx.TransportError)
+    return isinstance(exc, ProviderError) and exc.retryable
 
 
 def failure_kind(exc: BaseException) -> str:
-    """A short, secret-free name for a provider failure (its class's, for a model of another kind)."""
-    if isinstance(exc, ProviderError):
-        return exc.kind
-    if isinstance(exc, TimeoutError | httpx.TimeoutException):
-        return "timeout"
-    if isinstance(exc, ConnectionError | httpx.TransportError):
-        return "connection"
-    return type(exc).__name__
+    """A short, secret-free name for a provider failure: its :class:`ProviderError` kind (the
+    client reports every failure of the call as one), else the class's name."""
+    return exc.kind if isinstance(exc, ProviderError) else type(exc).__name__
 
 
 class ResilientChatModel(BaseChatModel):
