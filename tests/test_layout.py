@@ -130,8 +130,8 @@ def test_strict_msgpack_is_on_before_langgraph_loads() -> None:
 
 def test_the_server_worker_and_cli_never_load_the_openai_sdk() -> None:
     """Model calls are Tollgate's own Chat Completions client (graph.models.chat_completions): the
-    server, a worker and the CLI never import ``openai`` or ``langchain_openai`` (about 0.8 s of
-    a start, and the CPU per call that client saves), with or without a provider configured."""
+    server, a worker and the CLI never import ``openai`` or ``langchain_openai``, with or without a
+    provider configured (what that saves is measured in bench/README.md)."""
     import subprocess
     import sys
 

@@ -291,9 +291,9 @@ async def test_the_app_closes_the_model_connections_it_opened_and_only_those(
         stub.push(tool_call("calendar__list", {"range": "today"}), text(""), sse_text(["Three things today."]))
         out = await app.runner.send(ctx, ctx.owner_id + "/closing", "what's on my calendar today?")
         assert out.outcome == "read"
-    assert picker.providers[0].model.closed  # type: ignore[attr-defined]
+    assert picker.providers[0].model.closed
     assert isinstance(given, ResilientChatModel)
-    assert not given.providers[0].model.closed  # type: ignore[attr-defined]
+    assert not given.providers[0].model.closed
 
 
 async def test_a_turn_cancelled_during_a_model_call_over_http_leaves_the_client_and_thread_usable(
