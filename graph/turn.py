@@ -23,17 +23,13 @@ calls) is spent.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Final, Literal
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
-from langgraph.runtime import Runtime
-from langgraph.types import Checkpointer, Command
+from langgraph.types import Checkpointer
 
 from tollgate.graph.governed import GovernedGraph
 from tollgate.graph.observe import tracing
-from tollgate.graph.observe.tracing import NodeFn
 from tollgate.graph.services import Services, ServicesProvider
 from tollgate.graph.state import Context, Plan, TurnInput, TurnOutput, TurnState
 from tollgate.nodes.approval import check_resume, make_approval
@@ -76,14 +72,9 @@ def _proposals(state: TurnState) -> bool:
     return any(p.get("verdict") == "propose" and "approval_id" not in p and "args_hash" in p for p in _plans(state))
 
 
-Route = Callable[[TurnState], str]
-"""Where the turn goes after a node, read from the state after its update."""
-
-_ROUTE_KEYS: Final = ("plans", "calls", "steps", "gate", "approval_request")
-"""The keys a route reads: all without a reducer, so the state after an update is the update over the state."""
-
-
-def _routes(budget: int) -> dict[str, Route]:
+# Routing functions are coroutines: LangGraph runs a plain function edge in a thread pool, a
+# thread hop per edge for a dictionary lookup.
+def _routes(budget: int) -> dict[str, Any]:
     def next_step(state: TurnState) -> str:
         """A step with nothing left to run or decide: back to the picker while the budget lasts,
         else the background offer; once the offer was decided, the reply."""
@@ -97,55 +88,36 @@ def _routes(budget: int) -> dict[str, Route]:
             return "execute"
         return "propose" if _proposals(state) else next_step(state)
 
-    def after_picker(state: TurnState) -> Literal["tier_gate", "naturalize"]:
+    async def after_picker(state: TurnState) -> Literal["tier_gate", "naturalize"]:
         return "tier_gate" if _plans(state) else "naturalize"
 
-    def after_gate(state: TurnState) -> str:
+    async def after_gate(state: TurnState) -> str:
         # The gate hashes the final arguments of a call without ids (nothing to bind); all else binds ids.
         if any("args_hash" not in p for p in _plans(state)):
             return "id_validation"
         return run_or_propose(state)
 
-    def after_ids(state: TurnState) -> str:
+    async def after_ids(state: TurnState) -> str:
         return run_or_propose(state)
 
-    def after_execute(state: TurnState) -> str:
+    async def after_execute(state: TurnState) -> str:
         if (state.get("gate") or {}).get("verdict") == "refuse":
             return "naturalize"  # a call ran without its authority: the turn ends
         return "propose" if _proposals(state) else next_step(state)
 
-    def after_propose(state: TurnState) -> str:
+    async def after_propose(state: TurnState) -> str:
         return "approval" if state.get("approval_request") is not None else next_step(state)
 
-    def after_approval(state: TurnState) -> str:
+    async def after_approval(state: TurnState) -> str:
         if (state.get("gate") or {}).get("verdict") == "refuse":
             return "naturalize"  # expired, or closed after invalid decisions: the turn ends
         return run_or_propose(state)
 
-    def after_offer(state: TurnState) -> Literal["propose", "naturalize"]:
+    async def after_offer(state: TurnState) -> Literal["propose", "naturalize"]:
         return "propose" if _proposals(state) else "naturalize"
 
     return {"picker": after_picker, "tier_gate": after_gate, "id_validation": after_ids, "execute": after_execute,
             "propose": after_propose, "approval": after_approval, "offer": after_offer}
-
-
-def _routed(fn: NodeFn, route: Route) -> NodeFn:
-    """``fn``, returning its update with where the turn goes next (``Command(goto=...)``), as
-    ``route`` decides on the state after the update.
-
-    The route sees only :data:`_ROUTE_KEYS` (each the update's value, else the state's). A node
-    routing by its return spares the conditional edge's read of the state, which copies every
-    channel of the state to read it.
-    """
-
-    async def step(state: TurnState, runtime: Runtime[Any], config: RunnableConfig) -> Command[str]:
-        update = await fn(state, runtime, config)
-        merged = {**state, **(update or {})}
-        return Command(update=update, goto=route({k: merged[k] for k in _ROUTE_KEYS if k in merged}))  # type: ignore[arg-type]
-
-    step.__name__ = step.__qualname__ = fn.__name__
-    step.__doc__ = fn.__doc__
-    return step
 
 
 def build_graph(
@@ -169,17 +141,17 @@ def build_graph(
         provider = services
 
     builder = StateGraph(TurnState, context_schema=context_schema, input_schema=TurnInput, output_schema=TurnOutput)
-    routes = _routes(step_budget)
-    makers = {"picker": make_picker, "tier_gate": make_tier_gate, "id_validation": make_id_validation,
-              "propose": make_propose, "approval": make_approval, "execute": make_execute,
-              "naturalize": make_naturalize, "offer": make_offer}
-    for name, make in makers.items():
-        # Every node audits its own refusals, per call, and runs in a span of its own (graph.observe.tracing).
-        fn = tracing.node(name, make(provider))
-        if name in routes:
-            builder.add_node(name, _routed(fn, routes[name]), destinations=EDGES[name])
-        else:
-            builder.add_node(name, fn)
+    # Every node audits its own refusals, per call, and runs in a span of its own (graph.observe.tracing).
+    builder.add_node("picker", tracing.node("picker", make_picker(provider)))
+    builder.add_node("tier_gate", tracing.node("tier_gate", make_tier_gate(provider)))
+    builder.add_node("id_validation", tracing.node("id_validation", make_id_validation(provider)))
+    builder.add_node("propose", tracing.node("propose", make_propose(provider)))
+    builder.add_node("approval", tracing.node("approval", make_approval(provider)))
+    builder.add_node("execute", tracing.node("execute", make_execute(provider)))
+    builder.add_node("naturalize", tracing.node("naturalize", make_naturalize(provider)))
+    builder.add_node("offer", tracing.node("offer", make_offer(provider)))
     builder.add_edge(START, "picker")
+    for node, route in _routes(step_budget).items():
+        builder.add_conditional_edges(node, route, list(EDGES[node]))
     builder.add_edge("naturalize", END)
     return GovernedGraph.of(builder.compile(checkpointer=checkpointer, name="tollgate_turn"), provider, check_resume)

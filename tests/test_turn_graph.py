@@ -75,15 +75,3 @@ async def test_a_write_without_ids_skips_id_validation_and_one_with_ids_does_not
     assert await _nodes_run(turns, ctx, "t-graph-3", "tick off the first task") == [
         "picker", "tier_gate", "execute", "picker", "tier_gate", "id_validation", "propose"
     ]
-
-
-def test_the_keys_a_node_routes_by_have_no_reducer() -> None:
-    """Each node routes by its return, on the update laid over the state (graph.turn._routed):
-    exact only while every key a route reads is a plain last value, never merged by a reducer."""
-    from langgraph.channels import LastValue
-
-    from tollgate.graph import turn
-
-    kinds = {k: type(graph.channels[k]) for k in turn._ROUTE_KEYS}
-    assert kinds == dict.fromkeys(turn._ROUTE_KEYS, LastValue)
-    assert type(graph.channels["messages"]) is not LastValue  # the check can tell a reducer's channel
