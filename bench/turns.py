@@ -18,7 +18,7 @@ from langgraph.types import Command
 from bench.env import Env, compare
 from bench.models import CyclicModel
 from bench.owners import demo_owner
-from bench.roundtrips import open_counted_database
+from bench.roundtrips import RoundTrips, open_counted_database
 from bench.rows import Row
 from tollgate.graph.runner import TurnRunner
 from tollgate.graph.services import Services
@@ -97,6 +97,36 @@ def _bare_approving_agent(db: Database, saver: Any, owner: str) -> Any:
                         middleware=[HumanInTheLoopMiddleware(interrupt_on={"add_task": True})])
 
 
+async def _bare_read(agent: Any) -> None:
+    """One bare read turn on a new thread."""
+    await agent.ainvoke({"messages": [HumanMessage("what's on my calendar today?")]},
+                        {"configurable": {"thread_id": "bare-" + uuid.uuid4().hex}})
+
+
+async def _bare_write_and_resume(agent: Any) -> None:
+    """P2's anchor on a new thread: the write, which asks first, then its approval."""
+    config = {"configurable": {"thread_id": "bare-hitl-" + uuid.uuid4().hex}}
+    asked = await agent.ainvoke({"messages": [HumanMessage("add a task to water the plants")]}, config, version="v2")
+    assert asked.interrupts, "the bare agent did not ask before its write"
+    done = await agent.ainvoke(Command(resume={"decisions": [{"type": "approve"}]}), config, version="v2")
+    assert not done.interrupts and done.value["messages"][-1].text == "Added it.", done
+
+
+async def _trips_per_run(trips: RoundTrips, flows: dict[str, Callable[[], Awaitable[None]]], n: int) -> dict[str, float]:
+    """Round trips per run of each flow (``n`` runs), after 3 of each to warm up (psycopg prepares
+    each statement once per connection)."""
+    for _ in range(3):
+        for flow in flows.values():
+            await flow()
+    per_run: dict[str, float] = {}
+    for name, flow in flows.items():
+        with trips.window() as total:
+            for _ in range(n):
+                await flow()
+        per_run[name] = total[0] / n
+    return per_run
+
+
 async def _thread_bytes(db: Database, thread_id: str) -> int:
     async with db.pool.connection() as conn:
         cur = await conn.execute(
@@ -162,8 +192,7 @@ async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
             await _read(ours, ctx, "p1-")
 
         async def bare_turn() -> None:
-            await bare.ainvoke({"messages": [HumanMessage("what's on my calendar today?")]},
-                               {"configurable": {"thread_id": "bare-" + uuid.uuid4().hex}})
+            await _bare_read(bare)
 
         a, b = await compare(governed_read, bare_turn, rounds, warmup)
         rows.append(Row("P1", "governed read turn / bare create_agent turn", f"{a * 1e3:.1f} ms / {b * 1e3:.1f} ms = {a / b:.2f}",
@@ -181,12 +210,7 @@ async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
         approving = _bare_approving_agent(db, saver, owner)
 
         async def bare_write_and_approve() -> None:
-            config = {"configurable": {"thread_id": "bare-hitl-" + uuid.uuid4().hex}}
-            asked = await approving.ainvoke({"messages": [HumanMessage("add a task to water the plants")]}, config,
-                                            version="v2")
-            assert asked.interrupts, "the bare agent did not ask before its write"
-            done = await approving.ainvoke(Command(resume={"decisions": [{"type": "approve"}]}), config, version="v2")
-            assert not done.interrupts and done.value["messages"][-1].text == "Added it.", done
+            await _bare_write_and_resume(approving)
 
         for _ in range(warmup):
             await write_and_approve()
@@ -197,8 +221,8 @@ async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
                              rounds, warmup=0)
         rows.append(Row("P2", "write turn + approval resume / bare create_agent with HumanInTheLoopMiddleware, same "
                         "write and resume", f"{a * 1e3:.1f} ms / {b * 1e3:.1f} ms = {a / b:.2f}", "≤ 1.1", a / b <= 1.1))
-        # Where the gap is: this process's CPU (the graph, the governance, psycopg) against the
-        # database's own time, which the next row and P6's round trips speak to.
+        # Where the gap is: this process's CPU (the graph, the governance, psycopg); the rest is
+        # the database's time, which P6's round trips speak to.
         ours_ms, anchor_ms = (sum(c) / len(c) * 1e3 for c in (ours_cpu, anchor_cpu))
         rows.append(Row("P2", "CPU per write turn + approval resume in this process: Tollgate / the anchor (the same "
                         "rounds)", f"{ours_ms:.1f} ms / {anchor_ms:.1f} ms = {ours_ms / anchor_ms:.2f}", "-", None))
@@ -266,15 +290,7 @@ async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
         async def counted_write() -> None:
             await _write_and_approve(approver, ctx, "p6w-")
 
-        for _ in range(3):  # warm-up: psycopg prepares each statement once per connection
-            await counted_read()
-            await counted_write()
-        with trips.window() as read_total:
-            for _ in range(n):
-                await counted_read()
-        with trips.window() as write_total:
-            for _ in range(n):
-                await counted_write()
+        ours = await _trips_per_run(trips, {"read": counted_read, "write": counted_write}, n)
         pruned = "p6p-" + uuid.uuid4().hex
         for _ in range(3):
             await reader.send(ctx, pruned, "what's on my calendar today?")
@@ -285,39 +301,28 @@ async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     # The bare agents' round trips, on a pool of their own (the counts above are not disturbed).
     async with open_counted_database(env.url) as (counted, trips):
         counted_saver = await open_checkpointer(counted, setup=False)
-        counted_bare = _bare_agent(counted, counted_saver, owner)
-        counted_anchor = _bare_approving_agent(counted, counted_saver, owner)
+        bare_agent = _bare_agent(counted, counted_saver, owner)
+        anchor = _bare_approving_agent(counted, counted_saver, owner)
 
-        async def counted_bare_read() -> None:
-            await counted_bare.ainvoke({"messages": [HumanMessage("what's on my calendar today?")]},
-                                       {"configurable": {"thread_id": "p6b-" + uuid.uuid4().hex}})
+        async def bare_read() -> None:
+            await _bare_read(bare_agent)
 
-        async def counted_anchor_write() -> None:
-            config = {"configurable": {"thread_id": "p6a-" + uuid.uuid4().hex}}
-            await counted_anchor.ainvoke({"messages": [HumanMessage("add a task to water the plants")]}, config)
-            await counted_anchor.ainvoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
+        async def anchor_write() -> None:
+            await _bare_write_and_resume(anchor)
 
-        for _ in range(3):
-            await counted_bare_read()
-            await counted_anchor_write()
-        with trips.window() as bare_total:
-            for _ in range(n):
-                await counted_bare_read()
-        with trips.window() as anchor_total:
-            for _ in range(n):
-                await counted_anchor_write()
+        theirs = await _trips_per_run(trips, {"read": bare_read, "write": anchor_write}, n)
     every = env.settings.checkpoint_prune_every
     amortized = prune_total[0] / max(every, 1)
     rows.append(Row("P6", "database round trips per read turn (counted on the wire; pruning apart, next row)",
-                    f"{read_total[0] / n:.1f} (with pruning amortized: {read_total[0] / n + amortized:.1f})",
+                    f"{ours['read']:.1f} (with pruning amortized: {ours['read'] + amortized:.1f})",
                     # 8 before row-level security: scoping the tool's read to its owner costs its Sync (bench/README)
-                    "≤ 9", read_total[0] / n <= 9, counted=True))
+                    "≤ 9", ours["read"] <= 9, counted=True))
     rows.append(Row("P6", f"pruning a thread's old checkpoints (about 1 finished turn in {every})",
                     f"{prune_total[0]} round trips, {amortized:.2f} per turn amortized", "-", None))
     rows.append(Row("P6", "database round trips per write turn + approval resume (for comparison)",
-                    f"{write_total[0] / n:.1f}", "-", None))
+                    f"{ours['write']:.1f}", "-", None))
     rows.append(Row("P6", "database round trips, bare create_agent (LangGraph's default durability): read turn; "
-                    "P2's anchor, write + resume", f"{bare_total[0] / n:.1f}; {anchor_total[0] / n:.1f}", "-", None))
+                    "P2's anchor, write + resume", f"{theirs['read']:.1f}; {theirs['write']:.1f}", "-", None))
     return rows
 
 
