@@ -13,6 +13,9 @@ users drive it (``POST /v1/chat``, SSE to the end), the bare app with one JSON `
 * P8c: p50 of a turn's latency at 200 conversations, minus the model's own two calls.
 * P8d: an owner's turns while another owner runs 100 at once, over the same turns alone.
 * P8e: resident memory of the Tollgate server per concurrent turn at 1,000 (peak over idle).
+* P8f: P8's load at 40 and 200 conversations when the model streams its reply over time, as a
+  real model does (a word every 20 ms; the rest of P8's model sends a short reply's chunks at
+  once), on servers of their own.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import time
 import uuid
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 import psutil
@@ -165,6 +168,94 @@ async def bench_owners(db: Database, prefix: str, count: int) -> tuple[list[str]
     return owners, {owner: await issue_token(db, owner, label="bench") for owner in owners}
 
 
+@dataclass
+class _Sides:
+    """A model server, ``tollgate serve`` and the bare app on it, warmed up."""
+
+    ours: _Tollgate
+    theirs: _Bare
+    server: psutil.Process
+    """Tollgate's server process."""
+    baseline: psutil.Process
+    """The bare app's process."""
+
+
+async def _start_sides(stack: AsyncExitStack, settings: Any, tokens: dict[str, str], owners: list[str], tag: str,
+                       model_args: list[str]) -> _Sides:
+    """Start the model (``model_args`` to :mod:`bench.model_server`), Tollgate and the bare app on it; warm both up."""
+    model_port, tollgate_port, bare_port = free_port(), free_port(), free_port()
+    model_url = f"http://127.0.0.1:{model_port}/v1"
+    logs = ROOT / "var" / "bench" / "logs"
+    tollgate_env = child_environment(
+        settings, OPENAI_BASE_URL=model_url, OPENAI_API_KEY="not-needed", TOLLGATE_PICKER_MODEL="bench-model",
+        TOLLGATE_RATE_LIMIT_BURST="100000", TOLLGATE_RATE_LIMIT_PER_MINUTE="1000000",
+    )
+    python = str(ROOT / ".venv" / "bin" / "python")
+    model: Child = await stack.enter_async_context(started(
+        [python, "-m", "bench.model_server", "--port", str(model_port), *model_args],
+        child_environment(settings), logs / f"{tag}-model.log"))
+    tollgate: Child = await stack.enter_async_context(started(
+        tollgate_command("serve", "--port", str(tollgate_port), "--no-worker"), tollgate_env, logs / f"{tag}-tollgate.log"))
+    bare: Child = await stack.enter_async_context(started(
+        [python, "-m", "uvicorn", "bench.bare_app:app", "--port", str(bare_port), "--log-level", "warning"],
+        child_environment(settings, OPENAI_BASE_URL=model_url), logs / f"{tag}-bare.log"))
+    await model.answering(f"http://127.0.0.1:{model_port}/ok")
+    await tollgate.answering(f"http://127.0.0.1:{tollgate_port}/healthz")
+    await bare.answering(f"http://127.0.0.1:{bare_port}/ok")
+    timeout = aiohttp.ClientTimeout(total=600)
+    ours = _Tollgate(await stack.enter_async_context(aiohttp.ClientSession(
+        f"http://127.0.0.1:{tollgate_port}", connector=aiohttp.TCPConnector(limit=0), timeout=timeout)), tokens)
+    theirs = _Bare(await stack.enter_async_context(aiohttp.ClientSession(
+        f"http://127.0.0.1:{bare_port}", connector=aiohttp.TCPConnector(limit=0), timeout=timeout)))
+    for side in (ours, theirs):  # warm-up: imports, pools, prepared statements
+        await _load(side, owners, _PER_OWNER, 0.0)
+    return _Sides(ours, theirs, server_process(tollgate), psutil.Process(bare.proc.pid))
+
+
+_STREAMING: Final = ("--reply-words", "60", "--words-per-chunk", "1", "--chunk-seconds", "0.02")
+"""P8f's model: a reply of 60 words streamed a word every 20 ms (1.2 s), as a real model streams."""
+
+
+async def _streaming_rows(env: Env, *, smoke: bool) -> list[Row]:
+    """P8f: P8's load on a model that streams its reply over time, Tollgate over the bare app,
+    at 40 and 200 conversations (each side twice, in the order Tollgate, bare, bare, Tollgate).
+
+    The bare app does not stream to its clients; it gets the whole answer after as long.
+    """
+    ttft = 0.05 if smoke else 1.0
+    sizes = (4, 8) if smoke else (40, 200)
+    cpu: dict[tuple[str, int], float] = {}
+    loads: dict[tuple[str, int], _Load] = {}
+    async with AsyncExitStack() as stack:
+        db = await stack.enter_async_context(open_database(env.settings))
+        owners, tokens = await bench_owners(db, "p8f", max(sizes) // _PER_OWNER + 2)
+        sides = await _start_sides(stack, env.settings, tokens, owners, "p8f", ["--ttft", str(ttft), *_STREAMING])
+        for size in sizes:
+            for name in ("ours", "bare", "bare", "ours"):
+                side, process = (sides.ours, sides.server) if name == "ours" else (sides.theirs, sides.baseline)
+                before = cpu_seconds(process)
+                load = await _load(side, owners, size, _TURNS * ttft)
+                key = (name, size)
+                cpu[key] = cpu.get(key, 0.0) + cpu_seconds(process) - before
+                loads[key] = loads[key].merged(load) if key in loads else load
+    rows: list[Row] = []
+    for size in sizes:
+        a, b = loads[("ours", size)], loads[("bare", size)]
+        ours_cpu, bare_cpu = cpu[("ours", size)] / max(a.turns, 1), cpu[("bare", size)] / max(b.turns, 1)
+        what = f"at {size} conversations, the model streaming a 60-word reply a word every 20 ms"
+        rows += [
+            Row("P8f", f"turns/s {what}: `tollgate serve` / bare create_agent app",
+                f"{a.rate:.1f}/s / {b.rate:.1f}/s = {a.rate / b.rate if b.rate else 0.0:.2f}", "reported", None),
+            Row("P8f", f"server CPU per turn {what}: Tollgate / bare app",
+                f"{ours_cpu * 1e3:.1f} ms / {bare_cpu * 1e3:.1f} ms = {ours_cpu / bare_cpu:.2f}", "reported", None),
+            Row("P8f", f"failed turns {what}: Tollgate (bare app, for comparison)",
+                f"{a.errors} of {a.turns + a.errors} ({b.errors} of {b.turns + b.errors})"
+                + (f"; first: {'; '.join(a.first_errors)}" if a.first_errors else ""), "0", a.errors == 0,
+                counted=True),
+        ]
+    return rows
+
+
 async def run_latency_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     """Run P8 and return its rows."""
     ttft = 0.05 if smoke else 1.0
@@ -174,39 +265,12 @@ async def run_latency_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     ladder = (4, 6) if smoke else (40, 60, 80, 100, 140)
     burst = 20 if smoke else 100
     spread = _TURNS * ttft  # first turns arrive over one turn's model time
-    model_port, tollgate_port, bare_port = free_port(), free_port(), free_port()
-    model_url = f"http://127.0.0.1:{model_port}/v1"
-    logs = ROOT / "var" / "bench" / "logs"
     settings = env.settings
-    tollgate_env = child_environment(
-        settings, OPENAI_BASE_URL=model_url, OPENAI_API_KEY="not-needed", TOLLGATE_PICKER_MODEL="bench-model",
-        TOLLGATE_RATE_LIMIT_BURST="100000", TOLLGATE_RATE_LIMIT_PER_MINUTE="1000000",
-    )
-    bare_env = child_environment(settings, OPENAI_BASE_URL=model_url)
-    python = str(ROOT / ".venv" / "bin" / "python")
     async with AsyncExitStack() as stack:
-        model: Child = await stack.enter_async_context(started(
-            [python, "-m", "bench.model_server", "--port", str(model_port), "--ttft", str(ttft)],
-            child_environment(settings), logs / "p8-model.log"))
-        tollgate: Child = await stack.enter_async_context(started(
-            tollgate_command("serve", "--port", str(tollgate_port), "--no-worker"), tollgate_env, logs / "p8-tollgate.log"))
-        bare: Child = await stack.enter_async_context(started(
-            [python, "-m", "uvicorn", "bench.bare_app:app", "--port", str(bare_port), "--log-level", "warning"],
-            bare_env, logs / "p8-bare.log"))
         db = await stack.enter_async_context(open_database(settings))
         owners, tokens = await bench_owners(db, "p8", max(sizes) // _PER_OWNER + 2)
-        await model.answering(f"http://127.0.0.1:{model_port}/ok")
-        await tollgate.answering(f"http://127.0.0.1:{tollgate_port}/healthz")
-        await bare.answering(f"http://127.0.0.1:{bare_port}/ok")
-        timeout = aiohttp.ClientTimeout(total=600)
-        ours = _Tollgate(await stack.enter_async_context(aiohttp.ClientSession(
-            f"http://127.0.0.1:{tollgate_port}", connector=aiohttp.TCPConnector(limit=0), timeout=timeout)), tokens)
-        theirs = _Bare(await stack.enter_async_context(aiohttp.ClientSession(
-            f"http://127.0.0.1:{bare_port}", connector=aiohttp.TCPConnector(limit=0), timeout=timeout)))
-        for side in (ours, theirs):  # warm-up: imports, pools, prepared statements
-            await _load(side, owners, _PER_OWNER, 0.0)
-        server = server_process(tollgate)
-        baseline = psutil.Process(bare.proc.pid)
+        sides = await _start_sides(stack, settings, tokens, owners, "p8", ["--ttft", str(ttft)])
+        ours, theirs, server, baseline = sides.ours, sides.theirs, sides.server, sides.baseline
         idle_rss = server.memory_info().rss
         cpu: dict[tuple[str, int], float] = {}
 
@@ -284,4 +348,4 @@ async def run_latency_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     per_turn = (peak - idle_rss) / sizes[-1] / 1024
     rows.append(Row("P8e", f"server memory per concurrent turn at {sizes[-1]} (peak RSS over idle)",
                     f"{per_turn:.0f} KiB ({idle_rss / 2**20:.0f} MiB idle, {peak / 2**20:.0f} MiB peak)", "reported", None))
-    return rows
+    return rows + await _streaming_rows(env, smoke=smoke)

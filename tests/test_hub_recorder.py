@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import pytest
+
 from tollgate.graph.events import TurnEvent
 from tollgate.graph.store.db import Database
 from tollgate.web import store
-from tollgate.web.hub import TurnHub
+from tollgate.web.hub import DELTA_SECONDS, TurnHub
 
 
 def _event(thread_id: str, seq: int, kind: str = "tool_progress") -> TurnEvent:
@@ -57,3 +59,44 @@ async def test_the_last_event_is_logged_only_once_the_runner_is_done(db: Databas
     await run.done.wait()
     assert finished.is_set() and 2 not in seen_when_done[0]  # not visible before the runner let go
     assert [e["seq"] for e in await store.events_after(db, thread, 0)] == [1, 2]
+
+
+def _delta(thread_id: str, seq: int) -> TurnEvent:
+    return TurnEvent(type="token_delta", seq=seq, turn_id="turn-1", ts="2026-11-30T00:00:00+00:00",
+                     data={"text": f"w{seq} "}, thread_id=thread_id)
+
+
+async def test_text_streamed_over_time_is_logged_in_a_few_writes_and_anything_else_at_once(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model streams a chunk every few milliseconds: its deltas are logged together, at most
+    about one write per DELTA_SECONDS (a write per delta is a commit per chunk), every one of
+    them in order; an event that is not a delta does not wait."""
+    writes: list[list[int]] = []
+    real = store.record_events
+
+    async def counted(db_: Database, owner_id: str, events: list[TurnEvent]) -> list[TurnEvent]:
+        writes.append([e["seq"] for e in events])
+        return await real(db_, owner_id, events)
+
+    monkeypatch.setattr(store, "record_events", counted)
+    hub = TurnHub(db, idle_seconds=5)
+    thread = await store.create_thread(db, "carol")
+    logged_at_once: list[bool] = []
+
+    async def events() -> AsyncIterator[TurnEvent]:
+        yield _event(thread, 1, "tool_end")
+        for seq in range(2, 42):  # 40 deltas over about 0.2 s
+            yield _delta(thread, seq)
+            await asyncio.sleep(0.005)
+        yield _event(thread, 42)  # not a delta: written now, with the deltas still waiting
+        await asyncio.sleep(DELTA_SECONDS / 2)
+        logged_at_once.append(42 in [e["seq"] for e in await store.events_after(db, thread, 0)])
+        yield _event(thread, 43, "message_complete")
+
+    run, _ = await hub.start("carol", thread, events())
+    await run.done.wait()
+    assert [e["seq"] for e in await store.events_after(db, thread, 0)] == list(range(1, 44))
+    assert [seq for batch in writes for seq in batch] == list(range(1, 44))
+    assert len(writes) <= 8, writes  # a write per delta would be more than 40
+    assert logged_at_once == [True]

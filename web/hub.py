@@ -9,7 +9,10 @@ its id in the log, global and increasing, so ``Last-Event-ID`` alone says where 
 whatever turn that was in.
 
 A run's events are written by one writer in order: what arrives while a write is in flight goes
-in the next one. A run ends with its terminal event (``message_complete`` or
+in the next one, and a streamed answer's text deltas wait up to :data:`DELTA_SECONDS` after the
+run's last write to go in with the ones after them (a model streams a chunk every few tens of
+milliseconds; one write per chunk would be a commit per chunk). Any other event is written at
+once, with everything queued before it. A run ends with its terminal event (``message_complete`` or
 ``approval_required``), recorded only once the runner is done with the run (its approval is
 stored and its thread released by then), so a client may act on the last event the moment it
 gets it. A run that fails after it started streaming ends instead with a recorded ``error``
@@ -35,10 +38,15 @@ from tollgate.graph.store.db import Database
 from tollgate.policies.errors import TollgateError
 from tollgate.web import store
 
-__all__ = ["FAILED_RUN_MESSAGE", "STOPPED_RUN_MESSAGE", "LiveRun", "TurnHub", "TurnStopped"]
+__all__ = ["DELTA_SECONDS", "FAILED_RUN_MESSAGE", "STOPPED_RUN_MESSAGE", "LiveRun", "TurnHub", "TurnStopped"]
 
 _log = logging.getLogger("tollgate.web")
 _POLL_SECONDS: Final = 1.0
+DELTA_SECONDS: Final = 0.1
+"""The longest a run's text deltas wait after its last write, to be written together: about ten
+writes a second at most while a model streams, text reaching its reader a tenth of a second late at most."""
+_DEFERRED: Final = frozenset({"token_delta", "reasoning_delta"})
+"""The events that may wait (:data:`DELTA_SECONDS`); any other is written at once."""
 _SHUTDOWN_GRACE_SECONDS: Final = 10.0
 STOP_CHANNEL: Final = "tollgate_stop"
 """The PostgreSQL channel a stop is announced on (its payload: a request id and the thread id), so
@@ -371,7 +379,8 @@ class TurnHub:
 
 
 class _Writer:
-    """Writes one run's events to the log in order: what arrives during a write goes in the next.
+    """Writes one run's events to the log in order: what arrives during a write goes in the next,
+    and text deltas wait up to :data:`DELTA_SECONDS` after the last write for the ones after them.
 
     The turn does not wait for its events to be written; an event is visible only once it is
     in the log.
@@ -384,16 +393,30 @@ class _Writer:
         self.pending: list[TurnEvent] = []
         self.task: asyncio.Task[None] | None = None
         self.error: Exception | None = None
+        self.urgent = asyncio.Event()
+        """Set when what is queued must not wait (an event that is not a delta, or a drain)."""
+        self.last_write = float("-inf")
 
     def add(self, event: TurnEvent) -> None:
         """Queue ``event`` for the log (after every event queued before it)."""
         self.pending.append(event)
+        if event["type"] not in _DEFERRED:
+            self.urgent.set()
         if self.task is None or self.task.done():
             self.task = asyncio.create_task(self._write(), name=f"turn-events:{self.run.thread_id}")
 
     async def _write(self) -> None:
+        loop = asyncio.get_running_loop()
         while self.pending and self.error is None:
+            wait = self.last_write + DELTA_SECONDS - loop.time()
+            if wait > 0 and not self.urgent.is_set():
+                try:
+                    await asyncio.wait_for(self.urgent.wait(), wait)
+                except TimeoutError:
+                    pass  # the deltas waited long enough
+            self.urgent.clear()
             batch, self.pending = self.pending, []
+            self.last_write = loop.time()
             try:
                 recorded = await store.record_events(self.hub.db, self.owner_id, batch)
             except Exception as exc:  # surfaced to the run by check() or drain()
@@ -407,13 +430,15 @@ class _Writer:
             raise self.error
 
     async def drain(self) -> None:
-        """Wait until everything queued is written; raise if a write failed."""
+        """Wait until everything queued is written (at once); raise if a write failed."""
+        self.urgent.set()
         while self.task is not None and not self.task.done():
             await asyncio.shield(self.task)
         self.check()
 
     async def settle(self) -> None:
         """Wait for the write in flight (a failed run then records its end after it); never raise."""
+        self.urgent.set()
         if self.task is not None and not self.task.done():
             await asyncio.wait([self.task])
 
