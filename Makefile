@@ -80,7 +80,7 @@ eval: setup
 bench: setup setup-studio
 	$(PY) -m bench
 
-## The benchmarks with tiny counts, all at once (about 7 s; `langgraph dev` skipped), so they cannot rot; part of `make test`.
+## The benchmarks with tiny counts, all at once (about 30 s; `langgraph dev` skipped), so they cannot rot; part of `make test`.
 bench-smoke: setup
 	$(PY) -m bench --smoke
 

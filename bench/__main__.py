@@ -1,7 +1,7 @@
 """``python -m bench [--smoke] [--only P1,P3] [--profile FILE]``: run the benchmarks, print one table.
 
 ``--smoke`` runs every benchmark with tiny counts, all at once, so they cannot rot (part of
-``make test``, about 7 s); its timings are not results, so it judges only the goals on counts
+``make test``, about 30 s); its timings are not results, so it judges only the goals on counts
 (round trips, bytes, exactly-once runs), and it skips what the output says it skips. A full run
 takes about nine minutes. Either exits non-zero when a goal on counts is missed. ``--profile``
 writes a pyinstrument HTML profile of this process (the in-process turns; servers and workers
