@@ -96,14 +96,22 @@ def _message(body: Any) -> AIMessage:
         content = message.get("content") or ""
         if not isinstance(content, str):
             raise TypeError("content")
-        calls, invalid = parsed_calls(((c.get("function") or {}).get("name") or "",
-                                       (c.get("function") or {}).get("arguments") or "", c.get("id"))
-                                      for c in message.get("tool_calls") or [])
+        raw = []
+        for call in message.get("tool_calls") or []:
+            name, arguments = _name_and_arguments(call)
+            raw.append((name or "", arguments or "", call.get("id")))
+        calls, invalid = parsed_calls(raw)
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
         raise _bad_answer() from exc
     return AIMessage(content=content, tool_calls=calls, invalid_tool_calls=invalid,
                      additional_kwargs=_reasoning(message), usage_metadata=_usage(body.get("usage")),  # type: ignore[arg-type]
                      response_metadata={"model_name": body.get("model", ""), "finish_reason": choice.get("finish_reason")})
+
+
+def _name_and_arguments(call: Any) -> tuple[Any, Any]:
+    """A tool call's function name and arguments' text, as sent (``None`` where missing)."""
+    function = call.get("function") or {}
+    return function.get("name"), function.get("arguments")
 
 
 def _chunk(data: Any) -> AIMessageChunk | None:
@@ -120,9 +128,10 @@ def _chunk(data: Any) -> AIMessageChunk | None:
         content = delta.get("content") or ""
         if not isinstance(content, str):
             raise TypeError("content")
-        pieces = [tool_call_chunk(name=(c.get("function") or {}).get("name"), args=(c.get("function") or {}).get("arguments"),
-                                  id=c.get("id"), index=c.get("index"))
-                  for c in delta.get("tool_calls") or []]
+        pieces = []
+        for call in delta.get("tool_calls") or []:
+            name, arguments = _name_and_arguments(call)
+            pieces.append(tool_call_chunk(name=name, args=arguments, id=call.get("id"), index=call.get("index")))
     except (AttributeError, TypeError) as exc:
         raise _bad_answer() from exc
     finish = choice.get("finish_reason")
