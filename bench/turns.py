@@ -179,6 +179,20 @@ def _cpu_counted(
     return counted
 
 
+async def _compare_counted(
+    a: Callable[[], Awaitable[None]], b: Callable[[], Awaitable[None]], rounds: int, warmup: int
+) -> tuple[float, float, tuple[list[float], list[float]], tuple[list[float], list[float]]]:
+    """:func:`bench.env.compare` of ``a`` and ``b`` after ``warmup`` calls of each, with each side's
+    CPU and waiting seconds per counted call (:func:`_cpu_counted`)."""
+    for _ in range(warmup):
+        await a()
+        await b()
+    spent_a: tuple[list[float], list[float]] = ([], [])
+    spent_b: tuple[list[float], list[float]] = ([], [])
+    median_a, median_b = await compare(_cpu_counted(a, *spent_a), _cpu_counted(b, *spent_b), rounds, warmup=0)
+    return median_a, median_b, spent_a, spent_b
+
+
 def _ms(values: list[float]) -> float:
     """The median of ``values`` (seconds), in milliseconds."""
     return statistics.median(values) * 1e3
@@ -206,15 +220,7 @@ async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
         async def bare_turn() -> None:
             await _bare_read(bare)
 
-        for _ in range(warmup):
-            await governed_read()
-            await bare_turn()
-        read_cpu: list[float] = []
-        read_wait: list[float] = []
-        bare_cpu: list[float] = []
-        bare_wait: list[float] = []
-        a, b = await compare(_cpu_counted(governed_read, read_cpu, read_wait), _cpu_counted(bare_turn, bare_cpu, bare_wait),
-                             rounds, warmup=0)
+        a, b, (read_cpu, read_wait), (bare_cpu, bare_wait) = await _compare_counted(governed_read, bare_turn, rounds, warmup)
         rows.append(Row("P1", "governed read turn / bare create_agent turn", f"{a * 1e3:.1f} ms / {b * 1e3:.1f} ms = {a / b:.2f}",
                         "≤ 1.2", a / b <= 1.2))
         # Where P1's gap is: this process's CPU, and the time a turn waits with the CPU idle (the
@@ -238,13 +244,8 @@ async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
         async def bare_write_and_approve() -> None:
             await _bare_write_and_resume(approving)
 
-        for _ in range(warmup):
-            await write_and_approve()
-            await bare_write_and_approve()
-        ours_cpu: list[float] = []
-        anchor_cpu: list[float] = []
-        a, b = await compare(_cpu_counted(write_and_approve, ours_cpu), _cpu_counted(bare_write_and_approve, anchor_cpu),
-                             rounds, warmup=0)
+        a, b, (ours_cpu, _), (anchor_cpu, _) = await _compare_counted(write_and_approve, bare_write_and_approve,
+                                                                      rounds, warmup)
         rows.append(Row("P2", "write turn + approval resume / bare create_agent with HumanInTheLoopMiddleware, same "
                         "write and resume", f"{a * 1e3:.1f} ms / {b * 1e3:.1f} ms = {a / b:.2f}", "≤ 1.1", a / b <= 1.1))
         # Where the gap is: this process's CPU (the graph, the governance, psycopg); the rest is
