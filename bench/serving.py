@@ -44,7 +44,9 @@ from tollgate.graph.state import Context
 from tollgate.graph.store.db import Database
 from tollgate.web.auth import issue_token
 
-__all__ = ["run_serving_benchmarks", "sse_messages"]
+__all__ = [
+    "CONCURRENCY", "HttpClients", "Load", "measured", "p3_owners", "run_load", "run_serving_benchmarks", "sse_messages",
+]
 
 CONCURRENCY = 16
 _ASK = "what's on my calendar today?"
@@ -54,7 +56,7 @@ _CLIENT_KEEP_ALIVE_SECONDS = 3.0
 
 
 @dataclass(frozen=True)
-class _Load:
+class Load:
     """One load's result."""
 
     turns: int
@@ -80,14 +82,14 @@ def _cpu_seconds(process: psutil.Process) -> float:
     return float(times.user + times.system)
 
 
-async def _measured(load: Awaitable[_Load], process: psutil.Process) -> _Load:
+async def measured(load: Awaitable[Load], process: psutil.Process) -> Load:
     """``load``, with the CPU time ``process`` spent on it."""
     before = _cpu_seconds(process)
     done = await load
-    return _Load(done.turns, done.seconds, _cpu_seconds(process) - before)
+    return Load(done.turns, done.seconds, _cpu_seconds(process) - before)
 
 
-async def _load(turn: Callable[[int], Awaitable[None]], *, per_client: int, budget: float) -> _Load:
+async def run_load(turn: Callable[[int], Awaitable[None]], *, per_client: int, budget: float) -> Load:
     """``CONCURRENCY`` clients, each running ``turn(i)`` up to ``per_client`` times; none starts after ``budget`` s."""
     done = 0
     start = time.perf_counter()
@@ -102,10 +104,10 @@ async def _load(turn: Callable[[int], Awaitable[None]], *, per_client: int, budg
             done += 1
 
     await asyncio.wait_for(asyncio.gather(*(client(i) for i in range(CONCURRENCY))), timeout=budget + 120)
-    return _Load(done, time.perf_counter() - start)
+    return Load(done, time.perf_counter() - start)
 
 
-async def _owners(db: Database) -> list[tuple[str, str]]:
+async def p3_owners(db: Database) -> list[tuple[str, str]]:
     """``CONCURRENCY`` fresh owners with demo data, each with a bearer token."""
     out: list[tuple[str, str]] = []
     for i in range(CONCURRENCY):
@@ -119,7 +121,7 @@ def _check_read(outcome: object, where: str) -> None:
         raise RuntimeError(f"{where}: a calendar turn ended with outcome {outcome!r}, not 'read'")
 
 
-class _Http:
+class HttpClients:
     """Clients of Tollgate's HTTP server, one keep-alive connection each."""
 
     def __init__(self, url: str, owners: list[tuple[str, str]]) -> None:
@@ -208,12 +210,12 @@ class _Studio:
             await client.aclose()
 
 
-def _best(loads: list[_Load]) -> _Load:
+def _best(loads: list[Load]) -> Load:
     """The fastest round: noise on a shared machine only ever slows a round down."""
     return max(loads, key=lambda load: load.rate)
 
 
-def _rate(load: _Load) -> str:
+def _rate(load: Load) -> str:
     return f"{load.rate:.1f}/s ({load.turns} turns)"
 
 
@@ -239,7 +241,7 @@ async def run_serving_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
         server = await stack.enter_async_context(started(argv, child_env, logs / "tollgate-serve.log"))
         # While the server starts: this side's app and the owners.
         app = await stack.enter_async_context(open_app(settings))
-        owners = await _owners(app.services.db)
+        owners = await p3_owners(app.services.db)
         await server.answering(f"{http_url}/readyz")
         threads = [str(uuid.uuid4()) for _ in range(CONCURRENCY)]
         contexts = [Context(owner_id=owner, timezone=_TZ) for owner, _ in owners]
@@ -266,12 +268,12 @@ async def run_serving_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
                     "--port", str(port), "--no-browser", "--no-reload", "--n-jobs-per-worker", str(CONCURRENCY)]
             dev = await stack.enter_async_context(started(argv, child_env, logs / "langgraph-dev.log", cwd=workdir))
             await dev.answering(f"{dev_url}/ok")
-        http = _Http(http_url, owners)
+        http = HttpClients(http_url, owners)
         studio = _Studio(dev_url, owners) if with_dev else None
-        local_loads: list[_Load] = []
-        bare_loads: list[_Load] = []
-        http_loads: list[_Load] = []
-        dev_loads: list[_Load] = []
+        local_loads: list[Load] = []
+        bare_loads: list[Load] = []
+        http_loads: list[Load] = []
+        dev_loads: list[Load] = []
         try:
             # Warm-up (not counted): each client's thread is created, each server has run turns.
             await asyncio.gather(*(in_process(i) for i in range(CONCURRENCY)))
@@ -281,11 +283,11 @@ async def run_serving_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
                 await asyncio.gather(*(studio.turn(i) for i in range(CONCURRENCY)))
             this, served_by = psutil.Process(), psutil.Process(server.proc.pid)
             for _ in range(rounds):
-                local_loads.append(await _measured(_load(in_process, per_client=per_client, budget=budget), this))
-                bare_loads.append(await _load(bare_graph, per_client=per_client, budget=budget))
-                http_loads.append(await _measured(_load(http.turn, per_client=per_client, budget=budget), served_by))
+                local_loads.append(await measured(run_load(in_process, per_client=per_client, budget=budget), this))
+                bare_loads.append(await run_load(bare_graph, per_client=per_client, budget=budget))
+                http_loads.append(await measured(run_load(http.turn, per_client=per_client, budget=budget), served_by))
                 if studio is not None:
-                    dev_loads.append(await _load(studio.turn, per_client=dev_per_client, budget=budget))
+                    dev_loads.append(await run_load(studio.turn, per_client=dev_per_client, budget=budget))
         finally:
             await http.aclose()
             if studio is not None:
