@@ -21,6 +21,7 @@ import termios
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -36,7 +37,27 @@ from tests.conftest import all_rows
 _TOLLGATE = str(Path(sys.executable).with_name("tollgate"))
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[=>]|\r")
 def _env(settings: Settings, **extra: str) -> dict[str, str]:
-    return child_environment(settings, TERM="xterm-256color", **extra)
+    # PYTHONFAULTHANDLER: a process that hangs dumps every thread's stack on SIGABRT (see _Terminal.wait).
+    return child_environment(settings, TERM="xterm-256color", PYTHONFAULTHANDLER="1", **extra)
+
+
+@contextmanager
+def _sigint_handled() -> Iterator[None]:
+    """Start children inside the block with Ctrl-C at its default, as a terminal's foreground program has it.
+
+    A test run started as a background job ignores SIGINT, and an ignored signal stays ignored
+    across ``exec``: the chat would never see the Ctrl-C these tests press. A handled one is
+    reset to its default in the child, so the block handles it (Python's own handler) meanwhile.
+    """
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 class _Terminal:
@@ -45,8 +66,9 @@ class _Terminal:
     def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
         master, slave = pty.openpty()
         termios.tcsetwinsize(slave, (50, 120))
-        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd,
-                                     start_new_session=True)
+        with _sigint_handled():
+            self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd,
+                                         start_new_session=True)
         os.close(slave)
         self._fd = master
         self.screen = ""
@@ -89,7 +111,12 @@ class _Terminal:
         while self.proc.poll() is None and time.monotonic() < deadline:
             self._read(0.2)
         if self.proc.poll() is None:
-            pytest.fail(f"still running after {timeout} s; the screen ends with:\n{self.screen[-3000:]}")
+            # Where it hangs: the fault handler prints every thread's stack on SIGABRT, then the process dies.
+            os.kill(self.proc.pid, signal.SIGABRT)
+            stop = time.monotonic() + 5
+            while self.proc.poll() is None and time.monotonic() < stop and self._read(0.2):
+                pass
+            pytest.fail(f"still running after {timeout} s; the screen ends with:\n{self.screen[-6000:]}")
         return self.proc.wait(timeout=1)
 
     def close(self) -> None:
