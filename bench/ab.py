@@ -1,8 +1,8 @@
 """``python -m bench.ab [--base REF]``: the working tree's server against another commit's, in one run.
 
 A change to the server is judged by what it does to a served turn, and on this shared 2-core
-machine two runs minutes apart differ by more than most changes do (the server's CPU per turn
-has moved by 13 % between two runs of the same code). So both versions run at once: two
+machine two runs minutes apart differ by more than most changes do (bench/README.md, "Server
+changes side by side"). So both versions run at once: two
 ``tollgate serve`` processes on one fresh database, the base commit's from a git worktree, and
 the same HTTP/SSE load as P3's (16 clients, a calendar turn each, the offline picker) goes to
 one and then the other, round by round, alternating who goes first. It prints each round and
@@ -10,7 +10,8 @@ the medians: turns per second and the server's CPU per turn, the working tree's 
 
 The base runs from a detached worktree of ``REF`` under ``var/bench/ab`` (removed at the end),
 put first on its server's ``PYTHONPATH``; a module only the working tree has is still found
-there. Both servers run the working tree's migrations (the database is migrated once).
+there. The working tree's app migrates the fresh database first; the base's server, starting
+after it, finds nothing to apply unless the base has a migration the working tree lacks.
 """
 
 from __future__ import annotations
