@@ -30,9 +30,10 @@ import psutil
 
 import tollgate.graph._env  # noqa: F401
 from bench.env import start_env
-from bench.procs import ROOT, free_port, started, tollgate_command
-from bench.serving import CONCURRENCY, HttpClients, Load, measured, p3_owners, run_load
-from tollgate.graph._env import child_environment
+from bench.procs import ROOT, free_port, started
+from bench.serving import (
+    CONCURRENCY, LOGS, HttpClients, Load, measured, p3_owners, p3_settings, run_load, serve_command,
+)
 from tollgate.graph.app import open_app
 from tollgate.graph.process import event_loop
 
@@ -56,12 +57,7 @@ def _worktree(ref: str) -> Iterator[Path]:
 
 
 async def _compare(ref: str, rounds: int, per_client: int) -> dict[str, list[Load]]:
-    env = start_env().result()
-    settings = env.settings.model_copy(update={"rate_limit_burst": 100_000, "rate_limit_per_minute": 1_000_000,
-                                                "default_timezone": "UTC"})
-    logs = ROOT / "var" / "bench" / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    base_env = child_environment(settings, TOLLGATE_RATE_LIMIT_BURST="100000", TOLLGATE_RATE_LIMIT_PER_MINUTE="1000000")
+    settings, child_env = p3_settings(start_env().result())
     loads: dict[str, list[Load]] = {"base": [], "tree": []}
     with _worktree(ref) as base_path:
         async with AsyncExitStack() as stack:
@@ -70,8 +66,8 @@ async def _compare(ref: str, rounds: int, per_client: int) -> dict[str, list[Loa
             owners = await p3_owners(app.services.db)
             for name, extra in (("base", {"PYTHONPATH": str(base_path)}), ("tree", {})):
                 port = free_port()
-                argv = tollgate_command("serve", "--no-worker", "--host", "127.0.0.1", "--port", str(port))
-                child = await stack.enter_async_context(started(argv, base_env | extra, logs / f"ab-{name}.log"))
+                child = await stack.enter_async_context(started(serve_command(port), child_env | extra,
+                                                                LOGS / f"ab-{name}.log"))
                 await child.answering(f"http://127.0.0.1:{port}/readyz")
                 http = HttpClients(f"http://127.0.0.1:{port}", owners)
                 stack.push_async_callback(http.aclose)
@@ -88,11 +84,12 @@ async def _compare(ref: str, rounds: int, per_client: int) -> dict[str, list[Loa
 def _report(ref: str, loads: dict[str, list[Load]]) -> str:
     lines = [f"| round | base ({ref}) turns/s | working tree turns/s | base CPU/turn | working tree CPU/turn |",
              "|---|---|---|---|---|"]
-    for i, (b, t) in enumerate(zip(loads["base"], loads["tree"], strict=True), 1):
+    pairs = list(zip(loads["base"], loads["tree"], strict=True))
+    for i, (b, t) in enumerate(pairs, 1):
         lines.append(f"| {i} | {b.rate:.1f} | {t.rate:.1f} | {b.cpu_per_turn:.2f} ms | {t.cpu_per_turn:.2f} ms |")
     # Each round's two loads ran back to back, so their ratio sees the same machine: its median
     # (and the spread of the middle half) says more than the ratio of the two medians.
-    paired = sorted(t.cpu_per_turn / b.cpu_per_turn for b, t in zip(loads["base"], loads["tree"], strict=True))
+    paired = sorted(t.cpu_per_turn / b.cpu_per_turn for b, t in pairs)
     quartiles = statistics.quantiles(paired, n=4) if len(paired) > 1 else [paired[0]] * 3
     rate = {k: statistics.median(x.rate for x in v) for k, v in loads.items()}
     cpu = {k: statistics.median(x.cpu_per_turn for x in v) for k, v in loads.items()}

@@ -40,17 +40,21 @@ from bench.procs import ROOT, STUDIO_LANGGRAPH, free_port, started, tollgate_com
 from bench.rows import Row
 from tollgate.graph._env import child_environment
 from tollgate.graph.app import open_app
+from tollgate.graph.settings import Settings
 from tollgate.graph.state import Context
 from tollgate.graph.store.db import Database
 from tollgate.web.auth import issue_token
 
 __all__ = [
-    "CONCURRENCY", "HttpClients", "Load", "measured", "p3_owners", "run_load", "run_serving_benchmarks", "sse_messages",
+    "CONCURRENCY", "LOGS", "HttpClients", "Load", "measured", "p3_owners", "p3_settings", "run_load",
+    "run_serving_benchmarks", "serve_command", "sse_messages",
 ]
 
 CONCURRENCY = 16
 _ASK = "what's on my calendar today?"
 _TZ = "UTC"
+LOGS = ROOT / "var" / "bench" / "logs"
+"""Where the benchmarks' servers write their output."""
 _CLIENT_KEEP_ALIVE_SECONDS = 3.0
 """Below uvicorn's default ``timeout_keep_alive`` (5 s), which ``tollgate serve`` keeps."""
 
@@ -219,6 +223,19 @@ def _rate(load: Load) -> str:
     return f"{load.rate:.1f}/s ({load.turns} turns)"
 
 
+def p3_settings(env: Env) -> tuple[Settings, dict[str, str]]:
+    """P3's settings (no request budget in the way, one timezone) and the environment of a server run under them."""
+    settings = env.settings.model_copy(update={"rate_limit_burst": 100_000, "rate_limit_per_minute": 1_000_000,
+                                                "default_timezone": _TZ})
+    return settings, child_environment(settings, TOLLGATE_RATE_LIMIT_BURST="100000",
+                                       TOLLGATE_RATE_LIMIT_PER_MINUTE="1000000")
+
+
+def serve_command(port: int) -> list[str]:
+    """``tollgate serve`` on 127.0.0.1:``port``, without its in-process worker."""
+    return tollgate_command("serve", "--no-worker", "--host", "127.0.0.1", "--port", str(port))
+
+
 async def run_serving_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     """Run P3 and return its rows.
 
@@ -229,16 +246,12 @@ async def run_serving_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     dev_per_client = 10  # langgraph dev is several times slower: fewer turns keep its rounds short
     rounds = 1 if smoke else 3
     budget = 30.0 if smoke else 90.0
-    settings = env.settings.model_copy(update={"rate_limit_burst": 100_000, "rate_limit_per_minute": 1_000_000,
-                                                "default_timezone": _TZ})
-    logs = ROOT / "var" / "bench" / "logs"
-    child_env = child_environment(settings, TOLLGATE_RATE_LIMIT_BURST="100000", TOLLGATE_RATE_LIMIT_PER_MINUTE="1000000")
+    settings, child_env = p3_settings(env)
     with_dev = not smoke and STUDIO_LANGGRAPH.exists()
     async with AsyncExitStack() as stack:
         port = free_port()
         http_url = f"http://127.0.0.1:{port}"
-        argv = tollgate_command("serve", "--no-worker", "--host", "127.0.0.1", "--port", str(port))
-        server = await stack.enter_async_context(started(argv, child_env, logs / "tollgate-serve.log"))
+        server = await stack.enter_async_context(started(serve_command(port), child_env, LOGS / "tollgate-serve.log"))
         # While the server starts: this side's app and the owners.
         app = await stack.enter_async_context(open_app(settings))
         owners = await p3_owners(app.services.db)
@@ -266,7 +279,7 @@ async def run_serving_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
             workdir.mkdir(parents=True, exist_ok=True)
             argv = [str(STUDIO_LANGGRAPH), "dev", "--config", str(ROOT / "langgraph.json"), "--host", "127.0.0.1",
                     "--port", str(port), "--no-browser", "--no-reload", "--n-jobs-per-worker", str(CONCURRENCY)]
-            dev = await stack.enter_async_context(started(argv, child_env, logs / "langgraph-dev.log", cwd=workdir))
+            dev = await stack.enter_async_context(started(argv, child_env, LOGS / "langgraph-dev.log", cwd=workdir))
             await dev.answering(f"{dev_url}/ok")
         http = HttpClients(http_url, owners)
         studio = _Studio(dev_url, owners) if with_dev else None
