@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import signal
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -28,6 +29,12 @@ asyncio.set_event_loop_policy(event_loop.Policy())
 # this environment (examples/bookmarks) is served only by the tests about plug-ins, which set
 # this back for their own processes.
 os.environ["TOLLGATE_TOOL_ENTRY_POINTS"] = "false"
+
+# Children take Ctrl-C as a terminal's foreground program does, however the run was started: a
+# run started as a background job ignores SIGINT, and an ignored signal stays ignored across
+# ``exec`` (the chat would never see the Ctrl-C its tests press); a handled one starts at its default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,6 @@ import termios
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -41,34 +40,14 @@ def _env(settings: Settings, **extra: str) -> dict[str, str]:
     return child_environment(settings, TERM="xterm-256color", PYTHONFAULTHANDLER="1", **extra)
 
 
-@contextmanager
-def _sigint_handled() -> Iterator[None]:
-    """Start children inside the block with Ctrl-C at its default, as a terminal's foreground program has it.
-
-    A test run started as a background job ignores SIGINT, and an ignored signal stays ignored
-    across ``exec``: the chat would never see the Ctrl-C these tests press. A handled one is
-    reset to its default in the child, so the block handles it (Python's own handler) meanwhile.
-    """
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is not signal.SIG_IGN:
-        yield
-        return
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 class _Terminal:
     """A process on a pseudo-terminal: type lines into it and read its screen (ANSI stripped)."""
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
         master, slave = pty.openpty()
         termios.tcsetwinsize(slave, (50, 120))
-        with _sigint_handled():
-            self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd,
-                                         start_new_session=True)
+        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd,
+                                     start_new_session=True)
         os.close(slave)
         self._fd = master
         self.screen = ""
