@@ -276,12 +276,13 @@ async def run_latency_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
         cpu: dict[tuple[str, int], float] = {}
 
         results: dict[tuple[str, int], _Load] = {}
-        unsaturated = ladder[0]
+        unsaturated, bare_meets = ladder[0], False
         for count in ladder:
             bare_load = await _load(theirs, owners, count, spread)
-            if count != ladder[0] and (bare_load.p50() - _TURNS * ttft) * 1e3 > 50:
+            within = (bare_load.p50() - _TURNS * ttft) * 1e3 <= 50
+            if count != ladder[0] and not within:
                 break
-            unsaturated, results[("bare", count)] = count, bare_load
+            unsaturated, bare_meets, results[("bare", count)] = count, within, bare_load
         results[("ours", unsaturated)] = await _load(ours, owners, unsaturated, spread)
         peak = 0
         for size in sizes:
@@ -337,8 +338,10 @@ async def run_latency_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     for size in (sizes[0], unsaturated):
         first, floor = results[("ours", size)], results[("bare", size)]
         overhead = (first.p50() - model_seconds) * 1e3
+        counts = ", ".join(map(str, ladder))
         where = (f"{size} conversations" if size == sizes[0] else
-                 f"{size} conversations (the most of {', '.join(map(str, ladder))} at which the bare app meets 50 ms)")
+                 f"{size} conversations (the most of {counts} at which the bare app meets 50 ms)" if bare_meets else
+                 f"{size} conversations (the fewest of {counts}: the bare app meets 50 ms at none of them here)")
         rows.append(Row("P8c", f"p50 turn latency at {where} minus the model's {_TURNS} calls",
                         f"{first.p50():.3f} s - {model_seconds:.1f} s = {overhead:.0f} ms (bare app: "
                         f"{(floor.p50() - model_seconds) * 1e3:.0f} ms)", "≤ 50 ms", overhead <= 50))

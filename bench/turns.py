@@ -198,6 +198,14 @@ def _ms(values: list[float]) -> float:
     return statistics.median(values) * 1e3
 
 
+def _floor(id_: str, ours: str, cpu: list[float], theirs: str, their_median: float) -> Row:
+    """The ratio its row could reach if the database answered in no time: this process's CPU for
+    ``ours`` alone (median of the same rounds) over ``theirs`` whole median time, waits included."""
+    ratio = _ms(cpu) / (their_median * 1e3)
+    return Row(id_, f"the floor with no database wait: CPU of {ours} in this process / {theirs} whole time "
+               "(same rounds)", f"{_ms(cpu):.1f} ms / {their_median * 1e3:.1f} ms = {ratio:.2f}", "-", None)
+
+
 @asynccontextmanager
 async def _open(env: Env) -> AsyncIterator[tuple[Database, Any]]:
     async with open_database(env.settings) as db:
@@ -229,6 +237,7 @@ async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
                         "waiting (wall less CPU), Tollgate / bare",
                         f"CPU {_ms(read_cpu):.1f} ms / {_ms(bare_cpu):.1f} ms = {_ms(read_cpu) / _ms(bare_cpu):.2f}; "
                         f"waiting {_ms(read_wait):.1f} ms / {_ms(bare_wait):.1f} ms", "-", None))
+        rows.append(_floor("P1", "a governed read turn", read_cpu, "the bare turn's", b))
 
         writer = _runner(db, env, saver, CyclicModel(call=_task_call))
 
@@ -253,6 +262,7 @@ async def run_turn_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
         ours_ms, anchor_ms = (sum(c) / len(c) * 1e3 for c in (ours_cpu, anchor_cpu))
         rows.append(Row("P2", "CPU per write turn + approval resume in this process: Tollgate / the anchor (the same "
                         "rounds)", f"{ours_ms:.1f} ms / {anchor_ms:.1f} ms = {ours_ms / anchor_ms:.2f}", "-", None))
+        rows.append(_floor("P2", "a write turn + approval resume", ours_cpu, "the anchor's", b))
 
         # P4: a long thread vs a first turn, and bytes per thread as it grows. Pruning is off here:
         # it runs on about 1 turn in N chosen by the turn id's hash, so with it the per-turn bytes
