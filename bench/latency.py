@@ -263,7 +263,7 @@ async def run_latency_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
     sizes = (8, 16) if smoke else (200, 1000)
     # P8c: the largest of these conversation counts at which the bare app's p50 is still within
     # 50 ms of the model's own time (the cores are not yet what its turns wait for), and Tollgate's there;
-    # it starts low enough that a slow machine, where the bare app already waits at 40, still has one
+    # it starts at 10 because on a slower machine the bare app already waits at 40
     ladder = (4, 6) if smoke else (10, 20, 40, 60, 80, 100, 140)
     burst = 20 if smoke else 100
     spread = _TURNS * ttft  # first turns arrive over one turn's model time
