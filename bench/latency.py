@@ -336,10 +336,10 @@ async def run_latency_benchmarks(env: Env, *, smoke: bool) -> list[Row]:
                         f"{a.errors} of {a.turns + a.errors} ({b.errors} of {b.turns + b.errors})"
                         + (f"; first: {'; '.join(a.first_errors)}" if a.first_errors else ""), "0",
                         a.errors == 0, counted=True))
+    counts = ", ".join(map(str, ladder))
     for size in (sizes[0], unsaturated):
         first, floor = results[("ours", size)], results[("bare", size)]
         overhead = (first.p50() - model_seconds) * 1e3
-        counts = ", ".join(map(str, ladder))
         where = (f"{size} conversations" if size == sizes[0] else
                  f"{size} conversations (the most of {counts} at which the bare app meets 50 ms)" if bare_meets else
                  f"{size} conversations (the fewest of {counts}: the bare app meets 50 ms at none of them here)")

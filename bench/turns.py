@@ -201,9 +201,9 @@ def _ms(values: list[float]) -> float:
 def _floor(id_: str, ours: str, cpu: list[float], theirs: str, their_median: float) -> Row:
     """The ratio its row could reach if the database answered in no time: this process's CPU for
     ``ours`` alone (median of the same rounds) over ``theirs`` whole median time, waits included."""
-    ratio = _ms(cpu) / (their_median * 1e3)
+    cpu_ms, their_ms = _ms(cpu), their_median * 1e3
     return Row(id_, f"the floor with no database wait: CPU of {ours} in this process / {theirs} whole time "
-               "(same rounds)", f"{_ms(cpu):.1f} ms / {their_median * 1e3:.1f} ms = {ratio:.2f}", "-", None)
+               "(same rounds)", f"{cpu_ms:.1f} ms / {their_ms:.1f} ms = {cpu_ms / their_ms:.2f}", "-", None)
 
 
 @asynccontextmanager
